@@ -1,0 +1,1 @@
+"""Job 1: S3 Inventory deliveries into one partitioned Delta table (see DESIGN.md)."""

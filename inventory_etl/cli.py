@@ -1,0 +1,126 @@
+"""``python -m inventory_etl``: ingest S3 Inventory deliveries into the inventory Delta table.
+
+Exit status: 0 when every delivery went in, 1 when any was refused (or none was found),
+2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date
+
+from inventory_etl.discovery import discover
+from inventory_etl.ingest import IngestInventory, IngestResult
+from lakeio.spark import get_spark
+from lakeio.storage import Storage
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m inventory_etl",
+        description="Ingest S3 Inventory deliveries (manifest.json + Parquet, ORC or CSV reports) into one "
+                    "Delta table partitioned by inventory_date and bucket. Every URI may be a local path, "
+                    "a file:// URI or any scheme the cluster can read (s3://, s3a://, ...).",
+    )
+    parser.add_argument("--inventory-table", required=True, metavar="URI",
+                        help="the inventory Delta table to write (created on first run)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifest", action="append", metavar="URI",
+                        help="a delivery's manifest.json; repeat for several")
+    source.add_argument("--inventory-root", metavar="URI",
+                        help="destination prefix laid out as S3 delivers: <root>/<bucket>/<config>/<date>/manifest.json")
+    parser.add_argument("--date", type=_date, metavar="YYYY-MM-DD",
+                        help="with --inventory-root: the inventory date to ingest (default: the newest present)")
+    parser.add_argument("--source-bucket", action="append", metavar="B",
+                        help="with --inventory-root: only this source bucket; repeat for several")
+    parser.add_argument("--config-id", action="append", metavar="C",
+                        help="with --inventory-root: only this inventory configuration; repeat for several")
+    parser.add_argument("--path-root", action="append", default=[], metavar="BUCKET=URI",
+                        help="write path as URI/<key> instead of s3://BUCKET/<key> (mounts, s3a://, local copies)")
+    parser.add_argument("--no-verify-checksums", action="store_true",
+                        help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
+    parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
+    parser.add_argument("--master", help="Spark master (default: $SPARK_MASTER, spark-submit's, or local[*])")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.manifest and (args.date or args.source_bucket or args.config_id):
+        parser.error("--date, --source-bucket and --config-id go with --inventory-root, not --manifest")
+    path_roots = {}
+    for item in args.path_root:
+        bucket, sep, root = item.partition("=")
+        if not sep or not bucket or not root:
+            parser.error(f"--path-root takes BUCKET=URI, got {item!r}")
+        path_roots[bucket] = root
+
+    started = time.monotonic()
+    spark = get_spark("inventory_etl", args.master)
+    notes = []
+    if args.inventory_root:
+        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id)
+        manifests = found.manifests
+        for (bucket, config), newest in sorted(found.stale.items()):
+            notes.append(f"no delivery of {bucket}/{config} on {found.inventory_date}; its newest is {newest}")
+        if not manifests:
+            print(f"error: no deliveries found under {args.inventory_root}"
+                  + (f" for {found.inventory_date}" if found.inventory_date else ""), file=sys.stderr)
+            return 1
+    else:
+        manifests = args.manifest
+    job = IngestInventory(spark, args.inventory_table, path_roots,
+                          verify_checksums=not args.no_verify_checksums, progress=_progress(started))
+    result = job.execute(manifests)
+    result.notes.extend(notes)
+    result.elapsed_seconds = time.monotonic() - started
+    print(render_summary(result))
+    if args.summary_json:
+        with open(args.summary_json, "w") as out:
+            out.write(result.to_json() + "\n")
+    return 1 if result.refused else 0
+
+
+def render_summary(result: IngestResult) -> str:
+    summary = result.to_dict()
+    lines = [
+        f"inventory table  {result.inventory_table}" + (f" (version {result.table_version})" if result.table_version is not None else ""),
+        f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused",
+        f"rows             {summary['rows']:,}",
+        f"bytes            {summary['bytes']:,} ({_human(summary['bytes'])})",
+        f"elapsed          {summary['elapsed_seconds']:.1f} s",
+    ]
+    for d in result.deliveries:
+        where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
+        if d.status == "ingested":
+            lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})")
+        else:
+            lines.append(f"  REFUSED   {where}: {d.error}")
+    lines += [f"  note      {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _progress(started: float):
+    def report(message: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None

@@ -1,0 +1,82 @@
+"""The inventory table contract (see DESIGN.md), shared by ingestion, vacuum and chargeback.
+
+The first four columns are the ones Delta's own ``VACUUM ... USING INVENTORY`` expects,
+in its order; the rest carry what S3 Inventory reports and chargeback needs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+PARTITION_COLUMNS = ("inventory_date", "bucket")
+
+# Report fields S3 Inventory can deliver, by their snake_case name, with the type we store.
+REPORT_FIELDS: dict[str, object] = {
+    "bucket": StringType(),
+    "key": StringType(),
+    "version_id": StringType(),
+    "is_latest": BooleanType(),
+    "is_delete_marker": BooleanType(),
+    "size": LongType(),
+    "last_modified_date": TimestampType(),
+    "e_tag": StringType(),
+    "storage_class": StringType(),
+    "is_multipart_uploaded": BooleanType(),
+    "replication_status": StringType(),
+    "encryption_status": StringType(),
+    "object_lock_retain_until_date": TimestampType(),
+    "object_lock_mode": StringType(),
+    "object_lock_legal_hold_status": StringType(),
+    "intelligent_tiering_access_tier": StringType(),
+    "bucket_key_status": StringType(),
+    "checksum_algorithm": StringType(),
+    "object_access_control_list": StringType(),
+    "object_owner": StringType(),
+    "lifecycle_expiration_date": TimestampType(),
+}
+
+# Without these a row cannot say where an object is, how big, or how old.
+REQUIRED_REPORT_FIELDS = ("bucket", "key", "size", "last_modified_date")
+
+INVENTORY_SCHEMA = StructType(
+    [
+        StructField("path", StringType()),
+        StructField("length", LongType()),
+        StructField("isDir", BooleanType()),
+        StructField("modificationTime", LongType()),
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("version_id", StringType()),
+        StructField("is_latest", BooleanType()),
+        StructField("is_delete_marker", BooleanType()),
+        StructField("storage_class", StringType()),
+        StructField("e_tag", StringType()),
+        StructField("last_modified", TimestampType()),
+        *[
+            StructField(name, dtype)
+            for name, dtype in REPORT_FIELDS.items()
+            if name not in ("bucket", "key", "version_id", "is_latest", "is_delete_marker",
+                            "storage_class", "e_tag", "size", "last_modified_date")
+        ],
+        StructField("config_id", StringType()),
+        StructField("manifest_uri", StringType()),
+        StructField("inventory_date", DateType()),
+    ]
+)
+
+
+def snake_case(field_name: str) -> str:
+    """``LastModifiedDate`` (CSV schema) and ``last_modified_date`` (Parquet/ORC) are one field."""
+    name = field_name.strip()
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return name.lower()

@@ -1,0 +1,130 @@
+"""Reading a delivery's report files with Spark and normalizing them to the contract.
+
+Parquet and ORC are read by their own schemas; CSV (gzip, no header) by the column
+order of ``fileSchema``, with keys URL-decoded (``+`` is a space, ``%2B`` a plus).
+Every row gets a ``_problem`` (null when fine) so one aggregate per run can tell which
+delivery holds rows we cannot trust.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from inventory_etl.contract import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
+from inventory_etl.manifest import DeliveryError, Manifest
+from lakeio.errors import first_line
+
+PROBLEM = "_problem"
+_NULL_SENTINEL = "\u0000"  # so that only a missing CSV field reads as null, never ""
+
+
+def read_report(spark: SparkSession, manifest: Manifest) -> DataFrame:
+    """The delivery's rows: known report fields typed as the contract wants, plus ``_problem``."""
+    lacking = [f for f in REQUIRED_REPORT_FIELDS if f not in manifest.columns]
+    if lacking:
+        raise DeliveryError(manifest.uri, f"fileSchema lacks required field(s) {', '.join(lacking)}: "
+                                          "enable them in the inventory configuration")
+    paths = [f.uri for f in manifest.files]
+    try:
+        if manifest.file_format == "CSV":
+            return _read_csv(spark, manifest, paths)
+        return _read_columnar(spark, manifest, paths)
+    except DeliveryError:
+        raise
+    except Exception as exc:  # Spark's AnalysisException / Py4JJavaError on a corrupt footer
+        raise DeliveryError(paths[0] if len(paths) == 1 else manifest.uri,
+                            f"unreadable {manifest.file_format} report: {first_line(exc)}") from None
+
+
+def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:
+    reader = spark.read.option("mergeSchema", "true")
+    df = reader.parquet(*paths) if manifest.file_format == "Parquet" else reader.orc(*paths)
+    df = df.toDF(*[snake_case(c) for c in df.columns])
+    if set(df.columns) != set(manifest.columns):
+        extra = sorted(set(df.columns) - set(manifest.columns))
+        absent = sorted(set(manifest.columns) - set(df.columns))
+        raise DeliveryError(manifest.uri, f"report columns do not match fileSchema (extra: {extra}, missing: {absent})")
+    typed = {name: _typed(F.col(name), name) for name in manifest.columns if name in REPORT_FIELDS}
+    return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()]), manifest, [])
+
+
+def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:
+    width = len(manifest.columns)
+    raw_names = [f"c{i}" for i in range(width + 1)]  # one more than fileSchema, to catch extra fields
+    df = (
+        spark.read.schema(", ".join(f"{n} string" for n in raw_names))
+        .option("header", "false")
+        .option("quote", '"')
+        .option("escape", '"')
+        .option("nullValue", _NULL_SENTINEL)
+        .option("mode", "PERMISSIVE")
+        .csv(paths)
+    )
+    checks = [
+        (F.col(raw_names[width]).isNotNull(), "more fields than fileSchema"),
+        (F.col(raw_names[width - 1]).isNull(), "fewer fields than fileSchema"),
+    ]
+    columns = {}
+    for raw, name in zip(raw_names, manifest.columns):
+        if name not in REPORT_FIELDS:
+            continue
+        text = F.nullif(F.col(raw), F.lit(""))
+        value = F.try_url_decode(text) if name == "key" else _typed(text, name)
+        checks.append((text.isNotNull() & value.isNull(), f"unparseable {name}"))
+        columns[name] = value
+    problem = _first_problem(checks)
+    df = df.select(*[c.alias(n) for n, c in columns.items()], problem.alias("_csv_problem"))
+    return _with_problems(df, manifest, [(F.col("_csv_problem").isNotNull(), F.col("_csv_problem"))]).drop("_csv_problem")
+
+
+def _typed(column: Column, name: str) -> Column:
+    dtype = REPORT_FIELDS[name]
+    return column if isinstance(dtype, StringType) else column.try_cast(dtype)
+
+
+def _with_problems(df: DataFrame, manifest: Manifest, earlier: list) -> DataFrame:
+    marker = F.coalesce(F.col("is_delete_marker"), F.lit(False)) if "is_delete_marker" in df.columns else F.lit(False)
+    checks = earlier + [
+        (F.col("bucket").isNull() | F.col("key").isNull(), "row without bucket or key"),
+        (F.col("bucket") != F.lit(manifest.source_bucket), f"row of another bucket than {manifest.source_bucket}"),
+        (F.col("size").isNull() & ~marker, "object row without size"),
+        (F.col("last_modified_date").isNull() & ~marker, "object row without last_modified_date"),
+    ]
+    return df.withColumn(PROBLEM, _first_problem(checks))
+
+
+def _first_problem(checks: list) -> Column:
+    expr = F.lit(None).cast("string")
+    for condition, message in reversed(checks):
+        label = message if isinstance(message, Column) else F.lit(message)
+        expr = F.when(condition, label).otherwise(expr)
+    return expr
+
+
+def to_contract(df: DataFrame, manifest: Manifest, path_roots: Mapping[str, str]) -> DataFrame:
+    """Rows of the inventory table (INVENTORY_SCHEMA order), keeping ``_problem`` last."""
+    root = path_roots.get(manifest.source_bucket, f"s3://{manifest.source_bucket}").rstrip("/")
+    present = set(df.columns)
+
+    def field(name: str) -> Column:
+        return F.col(name) if name in present else F.lit(None).cast(REPORT_FIELDS[name])
+
+    derived = {
+        "path": F.concat(F.lit(root + "/"), F.col("key")),
+        "length": F.col("size"),
+        "isDir": F.col("key").endswith("/"),
+        "modificationTime": F.unix_millis(F.col("last_modified_date")),
+        "last_modified": F.col("last_modified_date"),
+        "config_id": F.lit(manifest.config_id),
+        "manifest_uri": F.lit(manifest.uri),
+        "inventory_date": F.lit(manifest.inventory_date),
+    }
+    columns = [
+        (derived[f.name] if f.name in derived else field(f.name)).cast(f.dataType).alias(f.name)
+        for f in INVENTORY_SCHEMA.fields
+    ]
+    return df.select(*columns, F.col(PROBLEM))

@@ -1,0 +1,1 @@
+"""What both jobs share: the Spark session, storage URIs and the Delta write path."""

@@ -1,0 +1,84 @@
+"""Driver-side metadata access to any store the cluster can reach, via Hadoop FileSystem.
+
+Going through Spark's own Hadoop configuration means every scheme the cluster is set
+up for (``s3a://``, EMRFS ``s3://``, ``abfss://``, ``gs://``, local ``file:``) works
+without a second set of credentials. Only small things are read here (manifests,
+folder listings); bulk data is read by Spark tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from lakeio import uris
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    uri: str
+    size: int
+    modification_time: int  # epoch milliseconds
+    is_dir: bool
+
+
+class Storage:
+    """Hadoop FileSystem calls through the driver's JVM gateway."""
+
+    def __init__(self, spark: SparkSession):
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, uri: str):
+        return self._jvm.org.apache.hadoop.fs.Path(uris.to_uri(uri))
+
+    def _fs(self, path):
+        return path.getFileSystem(self._conf)
+
+    @staticmethod
+    def _status(st) -> FileStatus:
+        return FileStatus(
+            uri=uris.to_uri(st.getPath().toString()),
+            size=int(st.getLen()),
+            modification_time=int(st.getModificationTime()),
+            is_dir=bool(st.isDirectory()),
+        )
+
+    def exists(self, uri: str) -> bool:
+        path = self._path(uri)
+        return bool(self._fs(path).exists(path))
+
+    def status(self, uri: str) -> FileStatus | None:
+        """The file's status, or None when it does not exist."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return None
+        return self._status(fs.getFileStatus(path))
+
+    def list(self, uri: str) -> list[FileStatus]:
+        """Direct children of a folder (empty when it does not exist)."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return []
+        return [self._status(st) for st in fs.listStatus(path)]
+
+    def glob(self, pattern: str) -> list[FileStatus]:
+        """Hadoop glob (``*``, ``?``, ``{a,b}``); empty when nothing matches."""
+        path = self._path(pattern)
+        found = self._fs(path).globStatus(path)
+        return [self._status(st) for st in (found or [])]
+
+    def read_bytes(self, uri: str) -> bytes:
+        path = self._path(uri)
+        stream = self._fs(path).open(path)
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def delete(self, uri: str, recursive: bool = False) -> bool:
+        path = self._path(uri)
+        return bool(self._fs(path).delete(path, recursive))

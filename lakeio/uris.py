@@ -1,0 +1,89 @@
+"""Storage URIs as this project spells them.
+
+Every URI here is *decoded* (a space is a space, ``%`` is a literal percent sign), the
+form Hadoop ``Path`` strings and the inventory contract use. Delta log paths are
+URL-encoded and must go through :func:`decode_log_path` before they meet these.
+
+Comparison happens on :func:`canonical` URIs: ``s3``, ``s3a`` and ``s3n`` name one
+store, ``file:/x`` and ``file:///x`` one file, and a trailing slash means nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import unquote
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_S3_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
+def scheme_of(uri: str) -> str | None:
+    """The URI's scheme in lower case, or None for a plain local path."""
+    m = _SCHEME.match(uri)
+    # A Windows drive letter ("C:") is not a scheme; neither is a bare name.
+    if not m or len(m.group(1)) == 1:
+        return None
+    return m.group(1).lower()
+
+
+def to_uri(path_or_uri: str) -> str:
+    """A fully qualified URI for a local path, ``file:`` URI or object-store URI."""
+    value = path_or_uri.strip()
+    if not value:
+        raise ValueError("empty path")
+    scheme = scheme_of(value)
+    if scheme is None:
+        return "file://" + os.path.abspath(os.path.expanduser(value))
+    if scheme == "file":
+        rest = value[len("file:"):]
+        return "file://" + "/" + rest.lstrip("/")
+    return value
+
+
+def canonical(uri: str) -> str:
+    """The comparison form of a URI: scheme aliases folded, no trailing slash."""
+    full = to_uri(uri)
+    scheme = scheme_of(full)
+    assert scheme is not None
+    rest = full[len(scheme) + 1:]
+    scheme = _S3_ALIASES.get(scheme, scheme)
+    if rest != "///" and rest.endswith("/"):
+        rest = rest.rstrip("/")
+    return f"{scheme}:{rest}"
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...`` without doubled slashes."""
+    out = base.rstrip("/")
+    for part in parts:
+        out = out + "/" + part.strip("/")
+    return out
+
+
+def parent(uri: str) -> str:
+    """The folder holding ``uri``."""
+    return uri.rstrip("/").rsplit("/", 1)[0]
+
+
+def name(uri: str) -> str:
+    """The last segment of ``uri``."""
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_strictly_under(path: str, root: str) -> bool:
+    """True when ``path`` lies inside ``root`` (never ``root`` itself)."""
+    return canonical(path).startswith(canonical(root) + "/")
+
+
+def local_path(uri: str) -> str:
+    """The local filesystem path of a ``file:`` URI (or plain path)."""
+    full = to_uri(uri)
+    if scheme_of(full) != "file":
+        raise ValueError(f"not a local file URI: {uri}")
+    return full[len("file://"):]
+
+
+def decode_log_path(path: str) -> str:
+    """Delta log paths are RFC 2396 URI-encoded; inventory paths are not."""
+    return unquote(path)
