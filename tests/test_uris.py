@@ -1,0 +1,32 @@
+import pytest
+
+from lakeio import uris
+
+
+def test_local_paths_become_file_uris(tmp_path):
+    assert uris.to_uri(str(tmp_path)) == f"file://{tmp_path}"
+    assert uris.to_uri("file:/tmp/x") == "file:///tmp/x"
+    assert uris.to_uri("file:///tmp/x") == "file:///tmp/x"
+    assert uris.to_uri("s3a://b/k") == "s3a://b/k"
+
+
+def test_canonical_folds_s3_schemes_and_trailing_slash():
+    assert uris.canonical("s3a://b/t/") == uris.canonical("s3://b/t") == uris.canonical("S3N://b/t")
+    assert uris.canonical("file:/tmp/a b") == "file:///tmp/a b"
+    assert uris.canonical("gs://b/t") != uris.canonical("s3://b/t")
+
+
+def test_strictly_under_never_matches_a_neighbour_or_the_root_itself():
+    assert uris.is_strictly_under("s3a://b/t/part-0.parquet", "s3://b/t")
+    assert not uris.is_strictly_under("s3://b/t_backup/part-0.parquet", "s3://b/t")
+    assert not uris.is_strictly_under("s3://b/t", "s3://b/t")
+    assert not uris.is_strictly_under("s3://other/t/x", "s3://b/t")
+
+
+def test_log_paths_are_decoded():
+    assert uris.decode_log_path("a%20b/c%2520d") == "a b/c%20d"
+
+
+def test_empty_path_is_refused():
+    with pytest.raises(ValueError):
+        uris.to_uri("  ")
