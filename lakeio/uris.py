@@ -87,3 +87,25 @@ def local_path(uri: str) -> str:
 def decode_log_path(path: str) -> str:
     """Delta log paths are RFC 2396 URI-encoded; inventory paths are not."""
     return unquote(path)
+
+
+# Spark column twins of the functions above, for paths that live in DataFrames.
+
+def canonical_col(column):
+    """Spark expression equal to :func:`canonical` for URIs that carry a scheme."""
+    from pyspark.sql import functions as F
+
+    scheme = F.lower(F.regexp_extract(column, r"^([A-Za-z][A-Za-z0-9+.\-]*):", 1))
+    rest = F.regexp_replace(column, r"^[A-Za-z][A-Za-z0-9+.\-]*:", "")
+    folded = F.when(scheme.isin(*_S3_ALIASES), F.lit("s3")).otherwise(scheme)
+    rest = F.when(scheme == "file", F.regexp_replace(rest, r"^/*", "///")).otherwise(rest)
+    rest = F.when(rest.endswith("/") & (rest != "///"), F.regexp_replace(rest, r"/+$", "")).otherwise(rest)
+    return F.concat(folded, F.lit(":"), rest)
+
+
+def decode_log_path_col(column):
+    """Spark twin of :func:`decode_log_path`: percent-decoding where ``+`` stays ``+``."""
+    from pyspark.sql import functions as F
+
+    return F.url_decode(F.replace(column, F.lit("+"), F.lit("%2B")))
+

@@ -1,0 +1,101 @@
+"""Job 1 throughput: ingestion rows/second next to a bare Spark Parquet read+write of the same reports.
+
+    python -m benchmarks.ingest_throughput [--rows 2000000] [--workdir DIR]
+
+The ratio (ingestion time / bare copy time) is the figure: it is what checksums,
+validation, normalization and the Delta commit cost on top of moving the bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime, timezone
+
+from inventory_etl.ingest import IngestInventory
+from inventory_etl.producer import InventoryObject, write_delivery
+from lakeio.spark import get_spark
+
+STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "INTELLIGENT_TIERING")
+
+
+def make_delivery(workdir: str, rows: int) -> str:
+    t0 = 1_760_000_000_000
+    objects = (
+        InventoryObject(
+            key=f"warehouse/table_{i % 97}/date=2026-{1 + i % 12:02d}-01/part-{i:09d}-c000.snappy.parquet",
+            size=1_000 + (i * 7919) % 50_000_000,
+            last_modified_ms=t0 + i * 13,
+            e_tag=f"{i:032x}",
+            storage_class=STORAGE_CLASSES[i % len(STORAGE_CLASSES)],
+        )
+        for i in range(rows)
+    )
+    return write_delivery(os.path.join(workdir, "dest"), "bench-bucket", "daily", objects,
+                          datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc), rows_per_file=250_000)
+
+
+def run(rows: int = 2_000_000, workdir: str | None = None) -> dict:
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-ingest-")
+    started = time.monotonic()
+    manifest = make_delivery(workdir, rows)
+    generated = time.monotonic() - started
+    spark = get_spark("bench-ingest")
+    data = os.path.join(workdir, "dest", "bench-bucket", "daily", "data")
+
+    inventory = os.path.join(workdir, "inventory")
+
+    def bare_copy() -> None:
+        spark.read.parquet(data).write.mode("overwrite").parquet(os.path.join(workdir, "bare-copy"))
+
+    def ingest(verify: bool) -> None:
+        result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
+        if result.refused:
+            raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
+
+    bare = _best_of(2, bare_copy)
+    ingest_s = _best_of(2, lambda: ingest(True))
+    ingest_no_md5 = _best_of(2, lambda: ingest(False))
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "rows": rows,
+        "generate_s": generated,
+        "bare_parquet_copy_s": bare,
+        "ingest_s": ingest_s,
+        "ingest_no_checksums_s": ingest_no_md5,
+        "ingest_rows_per_s": rows / ingest_s,
+        "bare_rows_per_s": rows / bare,
+        "ratio": ingest_s / bare,
+        "ratio_no_checksums": ingest_no_md5 / bare,
+    }
+
+
+def _best_of(runs: int, action) -> float:
+    """Seconds of the fastest of ``runs`` runs (the first one also warms the JVM up)."""
+    best = float("inf")
+    for _ in range(runs):
+        started = time.monotonic()
+        action()
+        best = min(best, time.monotonic() - started)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    figures = run(args.rows, args.workdir)
+    print(f"cores: {os.cpu_count()}  rows: {figures['rows']:,}")
+    print(f"bare Spark Parquet read+write   {figures['bare_parquet_copy_s']:7.1f} s  {figures['bare_rows_per_s']:12,.0f} rows/s")
+    print(f"ingestion (MD5 verified)        {figures['ingest_s']:7.1f} s  {figures['ingest_rows_per_s']:12,.0f} rows/s"
+          f"  ratio {figures['ratio']:.2f}")
+    print(f"ingestion (--no-verify-checksums) {figures['ingest_no_checksums_s']:5.1f} s"
+          f"  ratio {figures['ratio_no_checksums']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

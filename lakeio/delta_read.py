@@ -1,0 +1,92 @@
+"""Reading the project's own Delta tables (inventory, audit) into Spark.
+
+With Delta's jars Spark reads the table itself. Without them, ``deltalake`` names the
+files of the current snapshot and Spark reads those Parquet files, putting the
+partition values (which Hive-style writers keep out of the files) back as columns.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+from functools import reduce
+from typing import Mapping
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from lakeio import uris
+from lakeio.delta_write import deltalake_uri
+from lakeio.spark import delta_jars_present
+
+
+class TableNotFound(Exception):
+    """There is no Delta table at the URI."""
+
+
+def partition_values(table_uri: str, column: str) -> set:
+    """The distinct values of one partition column, from the log alone."""
+    table = _open(table_uri)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    name = f"partition.{column}"
+    return set(actions.column(name).to_pylist()) if name in actions.column_names else set()
+
+
+def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] | None = None,
+               use_delta_jars: bool | None = None) -> DataFrame:
+    """The table's current rows, restricted to partitions equal to ``where``."""
+    where = dict(where or {})
+    if use_delta_jars is None:
+        use_delta_jars = delta_jars_present()
+    if use_delta_jars:
+        df = spark.read.format("delta").load(uris.to_uri(table_uri))
+        for column, value in where.items():
+            df = df.where(F.col(column) == F.lit(value))
+        return df
+    table = _open(table_uri)
+    partition_columns = table.metadata().partition_columns
+    schema = _spark_schema(table)
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    base = uris.to_uri(table_uri)
+    for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        values = tuple(action.get(f"partition.{c}") for c in partition_columns)
+        row = dict(zip(partition_columns, values))
+        if all(_same(row.get(c), v) for c, v in where.items()):
+            groups[values].append(uris.join(base, uris.decode_log_path(action["path"])))
+    data_columns = [f for f in schema.fields if f.name not in partition_columns]
+    file_schema = StructType(data_columns)
+    frames = [
+        spark.read.schema(file_schema).parquet(*files).select(
+            *[F.col(f.name) for f in data_columns],
+            *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(partition_columns, values)],
+        ).select(*schema.fieldNames())
+        for values, files in sorted(groups.items(), key=lambda kv: str(kv[0]))
+    ]
+    if not frames:
+        return spark.createDataFrame([], schema)
+    return reduce(DataFrame.unionByName, frames)
+
+
+def _open(table_uri: str):
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(deltalake_uri(uris.to_uri(table_uri)))
+    except TableNotFoundError:
+        raise TableNotFound(f"{table_uri}: no Delta table there") from None
+
+
+def _spark_schema(table):
+    """The table's schema as Spark types."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema(table.schema().to_arrow()))
+
+
+def _same(value, wanted) -> bool:
+    if isinstance(value, date) and isinstance(wanted, str):
+        return value.isoformat() == wanted
+    return value == wanted

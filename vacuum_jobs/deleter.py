@@ -1,0 +1,236 @@
+"""Deleting planned files: S3 in batched ``DeleteObjects`` calls and local files, on executors.
+
+Every file ends as one outcome: ``deleted``, ``already_absent`` (the store says it was
+gone before we asked: proves nothing about when it was erased, so it is not counted
+as deleted) or ``failed`` with the error. S3's ``DeleteObjects`` answers "deleted" for
+keys that did not exist, so on S3 a re-run after a crash records such keys as deleted
+again (true, but not news); local and Hadoop filesystems tell the difference.
+Stores other than S3 and local disks are deleted from the driver through Hadoop.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio import uris
+from lakeio.storage import Storage
+
+DELETED, ALREADY_ABSENT, FAILED = "deleted", "already_absent", "failed"
+RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
+                             "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
+OUTCOME_SCHEMA = "table_root string, path string, length long, modificationTime long, action string, " \
+                 "error string, at_ms long"
+
+
+@dataclass(frozen=True)
+class DeleteSettings:
+    batch_size: int = 1000  # keys per DeleteObjects request (S3 allows at most 1,000)
+    requests_per_second: float = 20.0  # per executor task
+    max_attempts: int = 6
+    base_backoff_seconds: float = 0.2
+    endpoint_url: str | None = None  # an S3-compatible endpoint; default: boto3's own resolution
+    purge_versions: bool = False  # delete every listed version instead of adding a delete marker
+
+    def __post_init__(self):
+        if not 1 <= self.batch_size <= 1000:
+            raise ValueError("batch_size must be between 1 and 1000")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file to delete. ``version_ids`` is set only when purging versions."""
+
+    table_root: str
+    path: str
+    length: int | None
+    modification_time: int | None
+    version_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target: Target
+    action: str
+    error: str | None
+    at_ms: int
+
+    def row(self) -> tuple:
+        t = self.target
+        return (t.table_root, t.path, t.length, t.modification_time, self.action, self.error, self.at_ms)
+
+
+def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings) -> DataFrame:
+    """Delete every target (table_root, path, length, modificationTime[, version_ids]); one outcome row each."""
+    columns = ["table_root", "path", "length", "modificationTime"]
+    if "version_ids" not in targets.columns:
+        targets = targets.withColumn("version_ids", F.array().cast("array<string>"))
+    scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
+    on_executors = targets.where(scheme.isin("s3", "file"))
+    slices = max(1, spark.sparkContext.defaultParallelism * 2)
+    outcomes = on_executors.select(*columns, "version_ids").repartition(slices).rdd.mapPartitions(
+        lambda rows: (o.row() for o in _delete_rows(rows, settings))
+    )
+    result = spark.createDataFrame(outcomes, OUTCOME_SCHEMA)
+    elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns, "version_ids")
+    if elsewhere.take(1):
+        storage = Storage(spark)
+        driver_rows = [o.row() for o in delete_with_hadoop(storage, (_target(r) for r in elsewhere.toLocalIterator()))]
+        result = result.unionByName(spark.createDataFrame(driver_rows, OUTCOME_SCHEMA))
+    return result
+
+
+def _target(row) -> Target:
+    return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()))
+
+
+def _delete_rows(rows: Iterable, settings: DeleteSettings) -> Iterator[Outcome]:
+    s3_targets, local_targets = [], []
+    for row in rows:
+        target = _target(row)
+        (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
+    yield from delete_local(local_targets)
+    if s3_targets:
+        yield from S3BatchDeleter(settings).delete(s3_targets)
+
+
+def delete_local(targets: Iterable[Target]) -> Iterator[Outcome]:
+    """Remove local files, then the folders they leave empty (never the table root itself)."""
+    for target in targets:
+        local = uris.local_path(target.path)
+        try:
+            os.remove(local)
+            yield Outcome(target, DELETED, None, _now_ms())
+        except FileNotFoundError:
+            yield Outcome(target, ALREADY_ABSENT, None, _now_ms())
+            continue
+        except OSError as exc:
+            yield Outcome(target, FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
+            continue
+        _prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
+
+
+def _prune_empty_folders(folder: str, stop_at: str) -> None:
+    while folder.startswith(stop_at.rstrip("/") + "/"):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (or already gone): stop climbing
+            return
+        folder = os.path.dirname(folder)
+
+
+def delete_with_hadoop(storage: Storage, targets: Iterable[Target]) -> Iterator[Outcome]:
+    """Driver-side deletes for stores Python executors cannot reach (HDFS, ABFS, GCS, ...)."""
+    for target in targets:
+        try:
+            if storage.delete(target.path):
+                yield Outcome(target, DELETED, None, _now_ms())
+            else:
+                yield Outcome(target, ALREADY_ABSENT, None, _now_ms())
+        except Exception as exc:
+            yield Outcome(target, FAILED, str(exc).splitlines()[0][:300], _now_ms())
+
+
+class S3BatchDeleter:
+    """``DeleteObjects`` in batches, paced, with exponential backoff and per-key retries."""
+
+    def __init__(self, settings: DeleteSettings, client=None, sleep: Callable[[float], None] = time.sleep):
+        self.settings = settings
+        self.sleep = sleep
+        self._client = client
+        self._last_request = 0.0
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            # Retries are ours (below), so that per-key errors and SlowDown share one policy.
+            self._client = boto3.client("s3", endpoint_url=self.settings.endpoint_url,
+                                        config=Config(retries={"total_max_attempts": 1}))
+        return self._client
+
+    def delete(self, targets: list[Target]) -> Iterator[Outcome]:
+        by_bucket: dict[str, list[tuple[dict, Target]]] = {}
+        for target in targets:
+            bucket, _, key = target.path[len("s3://"):].partition("/")
+            if self.settings.purge_versions and target.version_ids:
+                entries = [{"Key": key, "VersionId": v} for v in target.version_ids]
+            else:
+                entries = [{"Key": key}]
+            by_bucket.setdefault(bucket, []).extend((entry, target) for entry in entries)
+        for bucket, entries in by_bucket.items():
+            yield from self._delete_bucket(bucket, entries)
+
+    def _delete_bucket(self, bucket: str, entries: list[tuple[dict, Target]]) -> Iterator[Outcome]:
+        """Entries of one target (its versions) may span batches; a target fails if any entry fails."""
+        errors: dict[Target, str] = {}
+        remaining: dict[Target, int] = {}
+        for _entry, target in entries:
+            remaining[target] = remaining.get(target, 0) + 1
+        size = self.settings.batch_size
+        for start in range(0, len(entries), size):
+            batch = entries[start:start + size]
+            for entry, target, error in self._delete_batch(bucket, batch):
+                if error:
+                    errors[target] = error
+                remaining[target] -= 1
+                if remaining[target] == 0:
+                    yield Outcome(target, FAILED if target in errors else DELETED, errors.get(target), _now_ms())
+
+    def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]) -> Iterator[tuple[dict, Target, str | None]]:
+        pending = list(batch)
+        for attempt in range(1, self.settings.max_attempts + 1):
+            self._pace()
+            try:
+                response = self.client.delete_objects(
+                    Bucket=bucket, Delete={"Objects": [entry for entry, _ in pending], "Quiet": False})
+            except Exception as exc:
+                code, status = _error_code(exc)
+                if (code in RETRYABLE_CODES or (status or 0) >= 500) and attempt < self.settings.max_attempts:
+                    self._backoff(attempt)
+                    continue
+                for entry, target in pending:
+                    yield entry, target, f"{code or type(exc).__name__}: {str(exc)[:200]}"
+                return
+            failed = {(e.get("Key"), e.get("VersionId")): e for e in response.get("Errors", [])}
+            retry = []
+            for entry, target in pending:
+                error = failed.get((entry["Key"], entry.get("VersionId")))
+                if error is None:
+                    yield entry, target, None
+                elif error.get("Code") in RETRYABLE_CODES and attempt < self.settings.max_attempts:
+                    retry.append((entry, target))
+                else:
+                    yield entry, target, f"{error.get('Code')}: {error.get('Message', '')}".strip()
+            if not retry:
+                return
+            pending = retry
+            self._backoff(attempt)
+
+    def _pace(self) -> None:
+        gap = 1.0 / self.settings.requests_per_second
+        wait = self._last_request + gap - time.monotonic()
+        if wait > 0:
+            self.sleep(wait)
+        self._last_request = time.monotonic()
+
+    def _backoff(self, attempt: int) -> None:
+        delay = self.settings.base_backoff_seconds * (2 ** (attempt - 1))
+        self.sleep(delay * (0.5 + random.random()))
+
+
+def _error_code(exc: Exception) -> tuple[str | None, int | None]:
+    response = getattr(exc, "response", None) or {}
+    return response.get("Error", {}).get("Code"), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

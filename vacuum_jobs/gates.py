@@ -1,0 +1,92 @@
+"""Per-table safety gates decided from the log before any planning.
+
+A gate returns a reason string (the table is refused or skipped) or None (go on).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from vacuum_jobs.log_replay import TableState
+
+DEFAULT_RETENTION_HOURS = 7 * 24.0  # Delta's default delta.deletedFileRetentionDuration
+
+# Table features whose effect on which files a table needs we understand.
+KNOWN_READER_FEATURES = frozenset({
+    "columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+    "typeWidening", "typeWidening-preview", "variantType", "variantType-preview",
+})
+KNOWN_WRITER_FEATURES = KNOWN_READER_FEATURES | frozenset({
+    "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns",
+    "rowTracking", "domainMetadata", "icebergCompatV1", "icebergCompatV2", "clustering", "inCommitTimestamp",
+    "allowColumnDefaults",
+})
+CATALOG_MANAGED_FEATURES = frozenset({"catalogManaged", "catalogOwned-preview"})
+MAX_READER_VERSION, MAX_WRITER_VERSION = 3, 7
+
+_UNIT_HOURS = {
+    "nanosecond": 1 / 3.6e12, "microsecond": 1 / 3.6e9, "millisecond": 1 / 3.6e6, "second": 1 / 3600,
+    "minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0,
+}
+
+
+def catalog_managed(state: TableState) -> str | None:
+    features = set(state.reader_features) | set(state.writer_features)
+    if features & CATALOG_MANAGED_FEATURES:
+        return "catalog-managed table: its catalog owns commits and cleanup"
+    return None
+
+
+def unknown_protocol(state: TableState) -> str | None:
+    """Refuse what we do not understand (PROTOCOL.md "Vacuum Protocol Check").
+
+    Delta checks reader features only when ``vacuumProtocolCheck`` is present; we check
+    both always, which refuses more but never less.
+    """
+    if state.min_reader_version is None or state.min_writer_version is None:
+        return "log has no protocol action"
+    if state.min_reader_version > MAX_READER_VERSION or state.min_writer_version > MAX_WRITER_VERSION:
+        return (f"protocol ({state.min_reader_version}, {state.min_writer_version}) is newer than this job "
+                f"understands ({MAX_READER_VERSION}, {MAX_WRITER_VERSION})")
+    unknown = sorted((set(state.reader_features) - KNOWN_READER_FEATURES)
+                     | (set(state.writer_features) - KNOWN_WRITER_FEATURES))
+    if unknown:
+        return f"unknown table feature(s): {', '.join(unknown)}"
+    return None
+
+
+def table_retention_hours(state: TableState) -> float:
+    """``delta.deletedFileRetentionDuration`` in hours (Delta's default: 7 days)."""
+    text = state.configuration.get("delta.deletedFileRetentionDuration")
+    return DEFAULT_RETENTION_HOURS if text is None else parse_interval_hours(text)
+
+
+def parse_interval_hours(text: str) -> float:
+    """``interval 7 days``, ``1 week``, ``interval 2 days 12 hours`` -> hours."""
+    body = text.strip().lower()
+    body = body[len("interval"):].strip() if body.startswith("interval") else body
+    pairs = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+?)s?\b", body)
+    if not pairs or re.sub(r"(\d+(?:\.\d+)?)\s*[a-z]+", "", body).strip():
+        raise ValueError(f"cannot read the interval {text!r}")
+    hours = 0.0
+    for amount, unit in pairs:
+        if unit not in _UNIT_HOURS:
+            raise ValueError(f"unknown unit {unit!r} in interval {text!r}")
+        hours += float(amount) * _UNIT_HOURS[unit]
+    return hours
+
+
+def partition_folder_names(state: TableState) -> tuple[str, ...]:
+    """Logical partition column names plus their column-mapping physical names."""
+    names = list(state.partition_columns)
+    if state.schema_string and names:
+        try:
+            fields = json.loads(state.schema_string).get("fields", [])
+        except ValueError:
+            fields = []
+        for f in fields:
+            physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
+            if f.get("name") in state.partition_columns and physical:
+                names.append(physical)
+    return tuple(names)

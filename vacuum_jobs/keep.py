@@ -1,0 +1,84 @@
+"""The keep set (DESIGN.md "Keep"): what a vacuum must never delete.
+
+- live ``add`` files, and ``remove`` tombstones not older than the cutoff (or of unknown age);
+- the deletion-vector files of both (``u``: ``<prefix>/deletion_vector_<uuid>.bin`` from
+  the z85-encoded id, ``p``: an absolute path, ``i``: inline, no file);
+- everything with a hidden segment (``_x`` or ``.x``) anywhere in its path relative to
+  the table root, ``_delta_log/`` included, except ``_change_data``, ``_delta_index``
+  and partition folders ``<partitionColumn>=...``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from lakeio import uris
+
+NOT_HIDDEN = ("_change_data", "_delta_index")
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {ch: i for i, ch in enumerate(_Z85)}
+
+
+def z85_decode(text: str) -> bytes:
+    """ZeroMQ Z85 (what Delta uses for deletion vector ids): 5 characters -> 4 bytes."""
+    if len(text) % 5:
+        raise ValueError(f"z85 text length {len(text)} is not a multiple of 5")
+    out = bytearray()
+    for start in range(0, len(text), 5):
+        value = 0
+        for ch in text[start:start + 5]:
+            if ch not in _Z85_VALUE:
+                raise ValueError(f"{ch!r} is not a z85 character")
+            value = value * 85 + _Z85_VALUE[ch]
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def dv_relative_path(path_or_inline: str) -> str:
+    """Where a storage type ``u`` deletion vector lives, relative to the table root."""
+    prefix, encoded = path_or_inline[:-20], path_or_inline[-20:]
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+    return f"{prefix}/{name}" if prefix else name
+
+
+_dv_relative_udf = F.udf(dv_relative_path, StringType())
+
+
+def dv_file(table_root: Column, storage_type: Column, path_or_inline: Column) -> Column:
+    """The canonical URI of a deletion vector's file, or null when it has none (inline)."""
+    return (
+        F.when(storage_type == "u", F.concat(table_root, F.lit("/"), _dv_relative_udf(path_or_inline)))
+        .when(storage_type == "p", uris.canonical_col(uris.decode_log_path_col(path_or_inline)))
+    )
+
+
+def keep_set(files: DataFrame) -> DataFrame:
+    """``(table_root, path)`` of every data or deletion-vector file the tables still need.
+
+    ``files`` are reconciled actions (see log_replay) with their table's ``cutoff_ms``.
+    """
+    needed = files.where(
+        (F.col("kind") == "add")
+        | F.col("deletion_timestamp").isNull()  # a tombstone of unknown age is kept
+        | (F.col("deletion_timestamp") >= F.col("cutoff_ms"))
+    )
+    data = needed.select("table_root", "path")
+    vectors = needed.where(F.col("dv_storage_type").isNotNull()).select(
+        "table_root", dv_file(F.col("table_root"), F.col("dv_storage_type"), F.col("dv_path_or_inline")).alias("path")
+    ).where(F.col("path").isNotNull())
+    return data.unionByName(vectors).distinct()
+
+
+def hidden(relative_path: Column, partition_columns: Column) -> Column:
+    """True when any segment of the path below the root is hidden (and not exempt)."""
+    return F.exists(
+        F.split(relative_path, "/"),
+        lambda seg: (seg.startswith("_") | seg.startswith("."))
+        & ~seg.isin(*NOT_HIDDEN)
+        & ~F.exists(partition_columns, lambda col: seg.startswith(F.concat(col, F.lit("=")))),
+    )

@@ -1,0 +1,96 @@
+"""Which files of a ``_delta_log`` describe a table's newest snapshot (PROTOCOL.md "Log Segment").
+
+The listing of ``_delta_log/`` is authoritative; ``_last_checkpoint`` is only a hint a
+writer may leave corrupt or stale, so it is not needed here. We take the newest
+*complete* checkpoint (classic, multi-part with every part present, or v2) and the
+JSON commits after it, which must be contiguous.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lakeio import uris
+from lakeio.storage import FileStatus, Storage
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9A-Fa-f-]{36}\.(json|parquet)$")
+
+
+class UnreadableLog(Exception):
+    """The log cannot give a trustworthy snapshot; the table must not be vacuumed."""
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    table_root: str
+    version: int
+    checkpoint_version: int | None = None
+    checkpoint_parquet: tuple[str, ...] = ()  # classic, multi-part parts, or a v2 parquet top-level file
+    checkpoint_json: tuple[str, ...] = ()  # a v2 JSON top-level file
+    commits: tuple[tuple[int, str], ...] = field(default_factory=tuple)  # (version, uri) after the checkpoint
+
+
+def log_segment(storage: Storage, table_root: str) -> LogSegment:
+    """The newest snapshot's log files, or :class:`UnreadableLog` saying why there is none."""
+    log_dir = uris.join(table_root, "_delta_log")
+    try:
+        listing = storage.list(log_dir)
+    except Exception as exc:  # permission, throttling, ...
+        raise UnreadableLog(f"{log_dir}: cannot list: {str(exc).splitlines()[0][:200]}") from None
+    return segment_from_listing(table_root, listing)
+
+
+def segment_from_listing(table_root: str, listing: list[FileStatus]) -> LogSegment:
+    log_dir = uris.join(table_root, "_delta_log")
+    commits: dict[int, str] = {}
+    checkpoints: dict[int, dict] = {}
+    for status in listing:
+        if status.is_dir:
+            continue
+        file_name = uris.name(status.uri)
+        if m := _COMMIT.match(file_name):
+            commits[int(m.group(1))] = status.uri
+        elif m := _CLASSIC.match(file_name):
+            checkpoints.setdefault(int(m.group(1)), {})["classic"] = status.uri
+        elif m := _MULTIPART.match(file_name):
+            parts = checkpoints.setdefault(int(m.group(1)), {}).setdefault("multipart", {})
+            parts.setdefault(int(m.group(3)), {})[int(m.group(2))] = status.uri
+        elif m := _V2.match(file_name):
+            checkpoints.setdefault(int(m.group(1)), {})["v2_" + m.group(2)] = status.uri
+    if not commits and not checkpoints:
+        raise UnreadableLog(f"{log_dir}: no commits or checkpoints (not a Delta table?)")
+    latest = max([*commits, *checkpoints])
+    for version in sorted(checkpoints, reverse=True):
+        chosen = _complete_checkpoint(checkpoints[version])
+        if chosen is None:
+            continue
+        after = _contiguous(log_dir, commits, version + 1, latest)
+        return LogSegment(table_root, latest, version, chosen[0], chosen[1], after)
+    if 0 not in commits:
+        raise UnreadableLog(f"{log_dir}: no complete checkpoint and no commit 0 (log cleaned up or truncated)")
+    return LogSegment(table_root, latest, None, (), (), _contiguous(log_dir, commits, 0, latest))
+
+
+def _complete_checkpoint(found: dict) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(parquet files, json files) of a usable checkpoint at one version, preferring v2."""
+    if "v2_json" in found:
+        return (), (found["v2_json"],)
+    if "v2_parquet" in found:
+        return (found["v2_parquet"],), ()
+    if "classic" in found:
+        return (found["classic"],), ()
+    for total, parts in sorted(found.get("multipart", {}).items(), reverse=True):
+        if sorted(parts) == list(range(1, total + 1)):
+            return tuple(parts[i] for i in range(1, total + 1)), ()
+    return None
+
+
+def _contiguous(log_dir: str, commits: dict[int, str], first: int, last: int) -> tuple[tuple[int, str], ...]:
+    missing = [v for v in range(first, last + 1) if v not in commits]
+    if missing:
+        raise UnreadableLog(f"{log_dir}: commit versions are not contiguous (missing {missing[:5]})")
+    return tuple((v, commits[v]) for v in range(first, last + 1))

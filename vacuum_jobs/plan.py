@@ -1,0 +1,140 @@
+"""Diffing the inventory against the keep sets of many tables in one set of Spark jobs.
+
+Each inventory row is matched to the table whose root is one of its ancestor folders
+(an equi-join on exploded ancestors, so ``t`` never claims ``t_backup/...``), minus
+rows under a Delta table nested inside that root. A matched row is then one of:
+``kept`` (the log needs it), ``hidden``, ``too_recent`` (modified at or after the
+cutoff), ``dir`` (a folder marker) or ``candidate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from lakeio import uris
+from vacuum_jobs.keep import hidden, keep_set
+
+MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    table_root: str  # canonical
+    cutoff_ms: int
+    partition_names: tuple[str, ...]  # logical and physical partition column names
+    nested_roots: tuple[str, ...]  # canonical roots of Delta tables inside this one
+
+
+@dataclass
+class TablePlan:
+    counts: dict[str, int] = field(default_factory=dict)  # e.g. candidate_files, candidate_bytes
+    missing: list[str] = field(default_factory=list)  # sample of live files absent from the inventory
+    old_live_files: int = 0  # live files written before the inventory was taken
+
+    @property
+    def coverage(self) -> float | None:
+        if not self.old_live_files:
+            return None
+        return 1 - self.counts.get("missing_files", 0) / self.old_live_files
+
+
+@dataclass
+class Plan:
+    tables: dict[str, TablePlan]
+    candidates: DataFrame  # table_root, path, length, modificationTime
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+
+
+def plan_tables(
+    spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy], inventory_as_of_ms: int
+) -> Plan:
+    tables = spark.createDataFrame(
+        [(p.table_root, p.cutoff_ms, list(p.partition_names), list(p.nested_roots)) for p in policies],
+        "table_root string, cutoff_ms long, partition_names array<string>, nested_roots array<string>",
+    )
+    files = files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
+    under = _rows_under_tables(inventory, tables)
+    keep = keep_set(files).withColumn("kept", F.lit(True))
+    relative = F.expr("substring(path, length(table_root) + 2)")
+    classified = (
+        under.join(keep, ["table_root", "path"], "left")
+        .withColumn(
+            "category",
+            F.when(F.col("isDir"), "dir")
+            .when(F.col("kept"), "kept")
+            .when(hidden(relative, F.col("partition_names")), "hidden")
+            .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")), "too_recent")
+            .otherwise("candidate"),
+        )
+        .select("table_root", "path", "length", "modificationTime", "category")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    plans = {p.table_root: TablePlan() for p in policies}
+    for row in classified.groupBy("table_root", "category").agg(
+        F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
+    ).collect():
+        plans[row["table_root"]].counts[f"{row['category']}_files"] = row["n"]
+        plans[row["table_root"]].counts[f"{row['category']}_bytes"] = row["bytes"]
+    _log_counts(files, plans, inventory_as_of_ms)
+    _missing(files, classified, plans, inventory_as_of_ms)
+    candidates = classified.where(F.col("category") == "candidate").drop("category")
+    return Plan(plans, candidates, (classified,))
+
+
+def _rows_under_tables(inventory: DataFrame, tables: DataFrame) -> DataFrame:
+    """Inventory rows (canonical ``path``) paired with the one target table that owns them."""
+    rows = inventory.where(F.col("path").isNotNull()).select(
+        uris.canonical_col(F.col("path")).alias("path"), "length", "modificationTime", "isDir"
+    )
+    segments = F.split(F.col("path"), "/")
+    ancestors = F.when(
+        F.size(segments) > 3,
+        F.transform(F.sequence(F.lit(3), F.size(segments) - 1), lambda i: F.array_join(F.slice(segments, 1, i), "/")),
+    ).otherwise(F.array().cast("array<string>"))
+    return (
+        rows.select("*", F.explode(ancestors).alias("table_root"))
+        .join(F.broadcast(tables), "table_root")
+        .where(~F.exists("nested_roots", lambda n: F.col("path").startswith(F.concat(n, F.lit("/")))))
+    )
+
+
+def _log_counts(files: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) -> None:
+    """Live files and kept tombstones per table, from the log alone."""
+    live = F.col("kind") == "add"
+    kept_tombstone = (F.col("kind") == "remove") & (
+        F.col("deletion_timestamp").isNull() | (F.col("deletion_timestamp") >= F.col("cutoff_ms")))
+    per_path = files.groupBy("table_root", "path").agg(
+        F.max(live).alias("live"), F.max(kept_tombstone).alias("tombstone"),
+        F.max("size").alias("size"), F.min("modification_time").alias("written"),
+    )
+    for row in per_path.groupBy("table_root").agg(
+        F.count(F.when(F.col("live"), 1)).alias("live_files"),
+        F.coalesce(F.sum(F.when(F.col("live"), F.col("size"))), F.lit(0)).alias("live_bytes"),
+        F.count(F.when(~F.col("live") & F.col("tombstone"), 1)).alias("tombstone_files"),
+        F.coalesce(F.sum(F.when(~F.col("live") & F.col("tombstone"), F.col("size"))), F.lit(0)).alias("tombstone_bytes"),
+        F.count(F.when(F.col("live") & (F.col("written") < as_of_ms), 1)).alias("old_live"),
+    ).collect():
+        plan = plans[row["table_root"]]
+        for name in ("live_files", "live_bytes", "tombstone_files", "tombstone_bytes"):
+            plan.counts[name] = row[name]
+        plan.old_live_files = row["old_live"]
+
+
+def _missing(files: DataFrame, classified: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) -> None:
+    """Live files written before the inventory was taken that the inventory does not list."""
+    old_live = files.where((F.col("kind") == "add") & (F.col("modification_time") < as_of_ms)).select(
+        "table_root", "path").distinct()
+    missing = old_live.join(classified.select("table_root", "path"), ["table_root", "path"], "left_anti")
+    first = Window.partitionBy("table_root").orderBy("path")
+    counted = missing.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("table_root")))
+    for row in counted.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MISSING_SAMPLE).collect():
+        plans[row["table_root"]].counts["missing_files"] = row["n"]
+        plans[row["table_root"]].missing.append(row["path"])
