@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import date
 
 from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
+from lakeio.cli import iso_date, progress_printer
 from lakeio.spark import get_spark
+from lakeio.text import human_bytes
 from lakeio.storage import Storage
 
 
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a delivery's manifest.json; repeat for several")
     source.add_argument("--inventory-root", metavar="URI",
                         help="destination prefix laid out as S3 delivers: <root>/<bucket>/<config>/<date>/manifest.json")
-    parser.add_argument("--date", type=_date, metavar="YYYY-MM-DD",
+    parser.add_argument("--date", type=iso_date, metavar="YYYY-MM-DD",
                         help="with --inventory-root: the inventory date to ingest (default: the newest present)")
     parser.add_argument("--source-bucket", action="append", metavar="B",
                         help="with --inventory-root: only this source bucket; repeat for several")
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         manifests = args.manifest
     job = IngestInventory(spark, args.inventory_table, path_roots,
-                          verify_checksums=not args.no_verify_checksums, progress=_progress(started))
+                          verify_checksums=not args.no_verify_checksums, progress=progress_printer(started))
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started
@@ -90,7 +91,7 @@ def render_summary(result: IngestResult) -> str:
         f"inventory table  {result.inventory_table}" + (f" (version {result.table_version})" if result.table_version is not None else ""),
         f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused",
         f"rows             {summary['rows']:,}",
-        f"bytes            {summary['bytes']:,} ({_human(summary['bytes'])})",
+        f"bytes            {summary['bytes']:,} ({human_bytes(summary['bytes'])})",
         f"elapsed          {summary['elapsed_seconds']:.1f} s",
     ]
     for d in result.deliveries:
@@ -102,25 +103,3 @@ def render_summary(result: IngestResult) -> str:
     lines += [f"  note      {n}" for n in result.notes]
     return "\n".join(lines)
 
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def _progress(started: float):
-    def report(message: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return report
-
-
-def _date(text: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None

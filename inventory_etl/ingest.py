@@ -23,7 +23,7 @@ from inventory_etl.reports import PROBLEM, read_report, to_contract
 from inventory_etl.verify import verify_data_files
 from lakeio import uris
 from lakeio.delta_write import deltalake_uri, write_delta
-from lakeio.errors import first_line
+from lakeio.text import first_line
 from lakeio.storage import Storage
 
 

@@ -16,7 +16,7 @@ from pyspark.sql.types import StringType
 
 from inventory_etl.contract import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
 from inventory_etl.manifest import DeliveryError, Manifest
-from lakeio.errors import first_line
+from lakeio.text import first_line
 
 PROBLEM = "_problem"
 _NULL_SENTINEL = "\u0000"  # so that only a missing CSV field reads as null, never ""

@@ -8,6 +8,7 @@ jars are already on the classpath: we detect them, we never download them.
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -51,6 +52,8 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.hadoop.parquet.enable.summary-metadata", "false")
     )
     if master.startswith("local"):
+        # Python workers on this machine must be this interpreter (the venv), not whatever "python3" is.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # 200 shuffle partitions is a cluster default; on one machine it is pure overhead.
         builder = builder.config("spark.sql.shuffle.partitions", "8")
     if delta_jars_present():

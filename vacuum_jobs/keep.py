@@ -46,7 +46,7 @@ def dv_relative_path(path_or_inline: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-_dv_relative_udf = F.udf(dv_relative_path, StringType())
+_dv_relative_udf = F.udf(lambda encoded: dv_relative_path(encoded), StringType())
 
 
 def dv_file(table_root: Column, storage_type: Column, path_or_inline: Column) -> Column:

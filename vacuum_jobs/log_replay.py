@@ -27,7 +27,7 @@ from pyspark.sql.types import (
 )
 
 from lakeio import uris
-from lakeio.errors import first_line
+from lakeio.text import first_line
 from vacuum_jobs.log_segment import LogSegment
 
 _DV = StructType([
@@ -232,9 +232,9 @@ def _file_actions(actions: DataFrame) -> DataFrame:
             a["path"].alias("raw_path"), a["size"].alias("size"),
             (a["modificationTime"] if kind == "add" else F.lit(None).cast("long")).alias("modification_time"),
             (a["deletionTimestamp"] if kind == "remove" else F.lit(None).cast("long")).alias("deletion_timestamp"),
-            a["deletionVector.storageType"].alias("dv_storage_type"),
-            a["deletionVector.pathOrInlineDv"].alias("dv_path_or_inline"),
-            a["deletionVector.offset"].alias("dv_offset"),
+            a["deletionVector"]["storageType"].alias("dv_storage_type"),
+            a["deletionVector"]["pathOrInlineDv"].alias("dv_path_or_inline"),
+            a["deletionVector"]["offset"].alias("dv_offset"),
         )
 
     both = side("add").unionByName(side("remove"))

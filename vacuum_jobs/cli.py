@@ -1,0 +1,100 @@
+"""``python -m vacuum_jobs``: vacuum many Delta tables in one run from the inventory table.
+
+Exit status: 0 when every table was vacuumed, dry-run or skipped; 1 when any table was
+refused or failed; 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from lakeio.cli import iso_date, progress_printer
+from lakeio.spark import get_spark
+from vacuum_jobs import targets as table_targets
+from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.vacuum import BatchVacuum, RunRefused, VacuumOptions
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m vacuum_jobs",
+        description="Vacuum many Delta tables in one Spark run by diffing the inventory table against each "
+                    "table's transaction log, without listing data folders.",
+    )
+    parser.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table (job 1)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--table", action="append", metavar="URI", help="a table root; repeat for several")
+    which.add_argument("--tables-file", metavar="FILE",
+                       help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table")
+    which.add_argument("--discover", action="store_true",
+                       help="every Delta table root found in the inventory (keys with a _delta_log/ segment)")
+    parser.add_argument("--include", action="append", metavar="GLOB", help="with --discover: keep roots matching")
+    parser.add_argument("--exclude", action="append", metavar="GLOB", help="with --discover: drop roots matching")
+    parser.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD",
+                        help="inventory date to use (default: the newest)")
+    parser.add_argument("--max-inventory-age-hours", type=float, default=72.0, metavar="H",
+                        help="refuse an inventory older than this (default: 72)")
+    parser.add_argument("--retain-hours", type=float, metavar="H",
+                        help="retention (default: each table's delta.deletedFileRetentionDuration, 7 days if unset)")
+    parser.add_argument("--force-retention", action="store_true",
+                        help="allow a retention shorter than the table's own setting")
+    parser.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
+    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here")
+    parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
+    parser.add_argument("--min-coverage", type=float, default=0.5, metavar="F",
+                        help="refuse a table when the inventory lists less than this share of its live files "
+                             "older than the inventory (default: 0.5)")
+    parser.add_argument("--purge-versions", action="store_true",
+                        help="versioned buckets: delete every listed version of each orphan key, "
+                             "not just add a delete marker")
+    parser.add_argument("--delete-batch-size", type=int, default=1000, metavar="N",
+                        help="keys per S3 DeleteObjects request (1-1000, default: 1000)")
+    parser.add_argument("--requests-per-second", type=float, default=20.0, metavar="R",
+                        help="S3 delete requests per second per Spark task (default: 20)")
+    parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
+    parser.add_argument("--master", help="Spark master (default: $SPARK_MASTER, spark-submit's, or local[*])")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.include or args.exclude) and not args.discover:
+        parser.error("--include and --exclude go with --discover")
+    if not 1 <= args.delete_batch_size <= 1000:
+        parser.error("--delete-batch-size must be between 1 and 1000")
+    if args.retain_hours is not None and args.retain_hours < 0:
+        parser.error("--retain-hours must be >= 0")
+    try:
+        targets = (table_targets.from_uris(args.table) if args.table
+                   else table_targets.from_file(args.tables_file) if args.tables_file else None)
+    except table_targets.TargetsError as exc:
+        parser.error(str(exc))
+    started = time.monotonic()
+    spark = get_spark("vacuum_jobs", args.master)
+    options = VacuumOptions(
+        inventory_table=args.inventory_table,
+        inventory_date=args.inventory_date,
+        max_inventory_age_hours=args.max_inventory_age_hours,
+        retain_hours=args.retain_hours,
+        force_retention=args.force_retention,
+        dry_run=args.dry_run,
+        audit_table=args.audit_table,
+        min_coverage=args.min_coverage,
+        delete=DeleteSettings(batch_size=args.delete_batch_size, requests_per_second=args.requests_per_second,
+                              endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions),
+    )
+    refused = False
+    try:
+        report = BatchVacuum(spark, options, progress_printer(started)).execute(targets, args.include, args.exclude)
+    except RunRefused as refusal:
+        print(f"error: run refused: {refusal}", file=sys.stderr)
+        report, refused = refusal.report, True
+    print(report.summary())
+    if args.report:
+        with open(args.report, "w") as out:
+            out.write(report.to_json() + "\n")
+    return 0 if report.ok and not refused else 1
+

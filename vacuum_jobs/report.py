@@ -1,0 +1,115 @@
+"""What a vacuum run tells its operator: the JSON report, the summary, the audit table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakeio.delta_write import write_delta
+from lakeio.text import human_bytes
+
+STATUSES = ("vacuumed", "dry_run", "skipped", "refused", "failed")
+COUNT_FIELDS = (
+    "live_files", "live_bytes", "tombstone_files", "tombstone_bytes", "candidate_files", "candidate_bytes",
+    "deleted_files", "deleted_bytes", "already_absent_files", "already_absent_bytes", "failed_files",
+    "failed_bytes", "missing_files", "too_recent_files", "too_recent_bytes", "hidden_files", "hidden_bytes",
+)
+
+
+@dataclass
+class TableReport:
+    table: str
+    status: str = "pending"  # until the run decides; then one of STATUSES
+    reason: str | None = None
+    version: int | None = None
+    retention_hours: float | None = None
+    cutoff: str | None = None  # ISO-8601 UTC
+    dry_run: bool = False
+    coverage: float | None = None  # share of live files older than the inventory that it lists
+    counts: dict[str, int] = field(default_factory=lambda: {name: 0 for name in COUNT_FIELDS})
+    missing: list[str] = field(default_factory=list)  # sample of live files absent from storage
+    errors: list[str] = field(default_factory=list)  # sample of failed deletions
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    started_at: str
+    inventory_table: str
+    inventory_date: str | None
+    dry_run: bool
+    tables: list[TableReport] = field(default_factory=list)
+    elapsed_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(t.status in ("refused", "failed") for t in self.tables)
+
+    def totals(self) -> dict:
+        totals = {name: sum(t.counts.get(name, 0) for t in self.tables) for name in COUNT_FIELDS}
+        totals["tables"] = len(self.tables)
+        for status in STATUSES:
+            totals[f"tables_{status}"] = sum(1 for t in self.tables if t.status == status)
+        return totals
+
+    def to_dict(self) -> dict:
+        doc = asdict(self)
+        doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)
+        doc["totals"] = self.totals()
+        return doc
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def summary(self) -> str:
+        t = self.totals()
+        mode = "DRY RUN: nothing deleted" if self.dry_run else "deletions performed"
+        lines = [
+            f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
+            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in STATUSES) + ")",
+            f"{'status':<9} {'table':<48} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
+            f"{'recent':>7} {'missing':>8}",
+        ]
+        for r in self.tables:
+            c = r.counts
+            lines.append(
+                f"{r.status:<9} {_short(r.table, 48):<48} {c['candidate_files']:>11,} {c['deleted_files']:>9,} "
+                f"{human_bytes(c['deleted_bytes'] if not r.dry_run else c['candidate_bytes']):>10} "
+                f"{c['tombstone_files']:>9,} {c['too_recent_files']:>7,} {c['missing_files']:>8,}"
+            )
+            if r.reason:
+                lines.append(f"          reason: {r.reason}")
+        lines.append(
+            f"total: {t['candidate_files']:,} candidate file(s), {t['deleted_files']:,} deleted "
+            f"({human_bytes(t['deleted_bytes'])}), {t['already_absent_files']:,} already absent, "
+            f"{t['failed_files']:,} failed"
+        )
+        return "\n".join(lines)
+
+
+def write_audit(outcomes: DataFrame, audit_table: str, run_id: str, versions: dict[str, int]) -> None:
+    """Append one row per planned file: what happened to it, when, in which run."""
+    spark = outcomes.sparkSession
+    version_of = spark.createDataFrame(list(versions.items()), "table_root string, table_version long")
+    run_date = datetime.now(timezone.utc).date().isoformat()
+    rows = outcomes.join(F.broadcast(version_of), "table_root", "left").select(
+        F.lit(run_id).alias("run_id"),
+        "table_root",
+        "table_version",
+        "path",
+        "length",
+        "modificationTime",
+        "action",
+        "error",
+        (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
+        F.lit(run_date).cast("date").alias("run_date"),
+    )
+    write_delta(rows, audit_table, ["run_date"], [{"run_date": run_date}], mode="append")
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]

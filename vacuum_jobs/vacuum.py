@@ -1,0 +1,280 @@
+"""Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
+
+Steps, each a method: load the inventory, resolve the tables, find their log segments,
+replay the logs, apply the gates, plan, check coverage, delete, record. One table's
+problem never stops the others; its report says why.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from inventory_etl.contract import PARTITION_COLUMNS
+from lakeio import uris
+from lakeio.delta_read import TableNotFound, partition_values, read_delta
+from lakeio.storage import Storage
+from lakeio.text import first_line
+from vacuum_jobs import gates
+from vacuum_jobs.deleter import ALREADY_ABSENT, DELETED, FAILED, DeleteSettings, delete_planned
+from vacuum_jobs.log_segment import LogSegment, UnreadableLog, log_segment
+from vacuum_jobs.plan import Plan, TablePolicy, plan_tables
+from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.targets import TableTarget, delta_roots, discovered
+
+MS_PER_HOUR = 3_600_000
+ERROR_SAMPLE = 20
+
+
+@dataclass
+class VacuumOptions:
+    inventory_table: str
+    inventory_date: date | None = None
+    max_inventory_age_hours: float = 72.0
+    retain_hours: float | None = None  # default: each table's delta.deletedFileRetentionDuration
+    force_retention: bool = False
+    dry_run: bool = False
+    audit_table: str | None = None
+    min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
+    delete: DeleteSettings = field(default_factory=DeleteSettings)
+    now_ms: int | None = None  # for tests; default: the clock at the start of the run
+
+
+class BatchVacuum:
+    def __init__(self, spark: SparkSession, options: VacuumOptions,
+                 progress: Callable[[str], None] = lambda message: None):
+        self.spark = spark
+        self.options = options
+        self.progress = progress
+        self.storage = Storage(spark)
+
+    def execute(self, targets: list[TableTarget] | None = None, include: list[str] | None = None,
+                exclude: list[str] | None = None) -> RunReport:
+        """Vacuum ``targets``, or every Delta table the inventory shows (filtered by globs) when None."""
+        started = time.monotonic()
+        now_ms = self.options.now_ms or int(time.time() * 1000)
+        run = RunReport(run_id=str(uuid.uuid4()), started_at=_iso(now_ms),
+                        inventory_table=uris.to_uri(self.options.inventory_table),
+                        inventory_date=None, dry_run=self.options.dry_run)
+        try:
+            inventory = self._load_inventory(run, now_ms)
+        except _RunRefused as refusal:
+            run.tables = [TableReport(t.table_root, "refused", str(refusal)) for t in targets or []]
+            run.elapsed_seconds = time.monotonic() - started
+            raise RunRefused(str(refusal), run) from None
+        all_roots = delta_roots(inventory.current)
+        targets = targets if targets is not None else discovered(all_roots, include, exclude)
+        reports = {uris.canonical(t.table_root): TableReport(t.table_root) for t in targets}
+        run.tables = list(reports.values())
+        runnable = self._skip_disabled(targets, reports)
+        segments = self._find_log_segments(runnable, reports)
+        replay = self._replay_logs(segments, reports)
+        try:
+            policies = self._apply_gates(runnable, replay, reports, all_roots, now_ms)
+            if policies:
+                plan = self._plan(inventory, replay, policies, reports)
+                try:
+                    self._check_coverage(plan, reports)
+                    self._delete_and_record(run, plan, reports, inventory)
+                finally:
+                    plan.release()
+        finally:
+            replay.release()
+        run.elapsed_seconds = time.monotonic() - started
+        return run
+
+    def _load_inventory(self, run: RunReport, now_ms: int) -> _Inventory:
+        """The newest (or chosen) inventory date's current objects; refuse an inventory too old."""
+        table = self.options.inventory_table
+        try:
+            dates = partition_values(table, "inventory_date")
+        except TableNotFound as exc:
+            raise _RunRefused(str(exc)) from None
+        day = self.options.inventory_date or (max(dates) if dates else None)
+        if day is None or day not in dates:
+            raise _RunRefused(f"{table}: no inventory for {day or 'any date'}")
+        run.inventory_date = day.isoformat()
+        as_of_ms = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
+        age_hours = (now_ms - as_of_ms) / MS_PER_HOUR
+        if age_hours > self.options.max_inventory_age_hours:
+            raise _RunRefused(f"inventory of {day} is {age_hours:.0f} h old, more than "
+                              f"--max-inventory-age-hours {self.options.max_inventory_age_hours:g}")
+        self.progress(f"inventory {table} as of {day}")
+        rows = read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})
+        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
+                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+        return _Inventory(rows, current, as_of_ms)
+
+    def _skip_disabled(self, targets: list[TableTarget], reports: dict[str, TableReport]) -> list[TableTarget]:
+        runnable = []
+        for target in targets:
+            if target.enabled:
+                runnable.append(target)
+            else:
+                _set(reports, target.table_root, "skipped", "disabled in the tables file")
+        return runnable
+
+    def _find_log_segments(self, targets: list[TableTarget], reports: dict[str, TableReport]) -> list[LogSegment]:
+        """One listing of ``_delta_log/`` per table (not of its data), several at a time."""
+        self.progress(f"listing the logs of {len(targets)} table(s)")
+
+        def find(target: TableTarget):
+            try:
+                return log_segment(self.storage, target.table_root)
+            except UnreadableLog as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            found = list(pool.map(find, targets))
+        segments = []
+        for target, result in zip(targets, found):
+            if isinstance(result, UnreadableLog):
+                _set(reports, target.table_root, "refused", f"unreadable log: {result}")
+            else:
+                segments.append(result)
+                reports[uris.canonical(target.table_root)].version = result.version
+        return segments
+
+    def _replay_logs(self, segments: list[LogSegment], reports: dict[str, TableReport]):
+        from vacuum_jobs.log_replay import replay_logs
+
+        self.progress(f"replaying {len(segments)} log(s) on Spark")
+        replay = replay_logs(self.spark, segments)
+        for root, reason in replay.failures.items():
+            _set(reports, root, "refused", f"unreadable log: {reason}")
+        return replay
+
+    def _apply_gates(self, targets, replay, reports, all_roots: list[str], now_ms: int) -> list[TablePolicy]:
+        policies = []
+        for target in targets:
+            root = uris.canonical(target.table_root)
+            state = replay.states.get(root)
+            if state is None:
+                continue  # already refused with its reason
+            report = reports[root]
+            skip = gates.catalog_managed(state)
+            if skip:
+                _set(reports, root, "skipped", skip)
+                continue
+            refusal = gates.unknown_protocol(state)
+            if refusal:
+                _set(reports, root, "refused", refusal)
+                continue
+            try:
+                table_hours = gates.table_retention_hours(state)
+            except ValueError as exc:
+                _set(reports, root, "refused", f"delta.deletedFileRetentionDuration: {exc}")
+                continue
+            hours = next(h for h in (target.retain_hours, self.options.retain_hours, table_hours) if h is not None)
+            if hours < table_hours and not self.options.force_retention:
+                _set(reports, root, "refused", f"retention {hours:g} h is shorter than the table's "
+                                               f"delta.deletedFileRetentionDuration ({table_hours:g} h); "
+                                               "pass --force-retention to allow it")
+                continue
+            cutoff = now_ms - int(hours * MS_PER_HOUR)
+            report.retention_hours, report.cutoff = hours, _iso(cutoff)
+            report.dry_run = self.options.dry_run or bool(target.dry_run)
+            nested = tuple(r for r in all_roots if uris.is_strictly_under(r, root))
+            policies.append(TablePolicy(root, cutoff, gates.partition_folder_names(state), nested))
+        return policies
+
+    def _plan(self, inventory: _Inventory, replay, policies, reports) -> Plan:
+        self.progress(f"planning {len(policies)} table(s) against the inventory")
+        plan = plan_tables(self.spark, inventory.current, replay.files, policies, inventory.as_of_ms)
+        for root, table_plan in plan.tables.items():
+            report = reports[root]
+            report.counts.update(table_plan.counts)
+            report.missing = table_plan.missing
+            report.coverage = table_plan.coverage
+        return plan
+
+    def _check_coverage(self, plan: Plan, reports: dict[str, TableReport]) -> None:
+        for root, table_plan in plan.tables.items():
+            coverage = table_plan.coverage
+            if coverage is not None and coverage < self.options.min_coverage:
+                _set(reports, root, "refused",
+                     f"inventory does not cover this table: it lists {coverage:.0%} of the "
+                     f"{table_plan.old_live_files} live file(s) written before it was taken")
+
+    def _delete_and_record(self, run: RunReport, plan: Plan, reports, inventory: _Inventory) -> None:
+        planned = [root for root, r in reports.items() if root in plan.tables and r.status == "pending"]
+        deleting = [root for root in planned if not reports[root].dry_run]
+        dry = [root for root in planned if reports[root].dry_run]
+        candidates = plan.candidates.where(F.col("table_root").isin(planned))
+        if self.options.delete.purge_versions and deleting:
+            candidates = _with_versions(candidates, inventory.all_versions)
+        self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
+        would = candidates.where(F.col("table_root").isin(dry)).select(
+            "table_root", "path", "length", "modificationTime", F.lit("would_delete").alias("action"),
+            F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms"))
+        done = delete_planned(self.spark, candidates.where(F.col("table_root").isin(deleting)), self.options.delete)
+        # Deletes must run exactly once: materialize before counting and recording.
+        outcomes = would.unionByName(done).localCheckpoint(eager=True)
+        for row in outcomes.groupBy("table_root", "action").agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
+        ).collect():
+            counts = reports[row["table_root"]].counts
+            prefix = {DELETED: "deleted", ALREADY_ABSENT: "already_absent", FAILED: "failed"}.get(row["action"])
+            if prefix:
+                counts[f"{prefix}_files"], counts[f"{prefix}_bytes"] = row["n"], row["bytes"]
+        for row in outcomes.where(F.col("action") == FAILED).limit(ERROR_SAMPLE * max(1, len(deleting))).collect():
+            errors = reports[row["table_root"]].errors
+            if len(errors) < ERROR_SAMPLE:
+                errors.append(f"{row['path']}: {row['error']}")
+        for root in planned:
+            report = reports[root]
+            if report.dry_run:
+                report.status = "dry_run"
+            elif report.counts["failed_files"]:
+                report.status, report.reason = "failed", f"{report.counts['failed_files']} deletion(s) failed"
+            else:
+                report.status = "vacuumed"
+        if self.options.audit_table:
+            self.progress(f"recording {self.options.audit_table}")
+            write_audit(outcomes, self.options.audit_table, run.run_id,
+                        {root: reports[root].version for root in planned})
+
+
+@dataclass(frozen=True)
+class _Inventory:
+    all_versions: DataFrame  # every row of the date, noncurrent versions and delete markers too
+    current: DataFrame  # current objects only
+    as_of_ms: int  # midnight UTC of the inventory date: S3 lists objects as of about then
+
+
+def _with_versions(candidates: DataFrame, all_versions: DataFrame) -> DataFrame:
+    """Every inventory-listed version (delete markers included) of each candidate key."""
+    versions = (
+        all_versions.where(F.col("version_id").isNotNull())
+        .select(uris.canonical_col(F.col("path")).alias("path"), "version_id")
+        .groupBy("path").agg(F.sort_array(F.collect_set("version_id")).alias("version_ids"))
+    )
+    return candidates.join(versions, "path", "left")
+
+
+class RunRefused(Exception):
+    """The whole run was refused (no usable inventory); ``report`` says so per table."""
+
+    def __init__(self, message: str, report: RunReport):
+        super().__init__(message)
+        self.report = report
+
+
+class _RunRefused(Exception):
+    pass
+
+
+def _set(reports: dict[str, TableReport], root: str, status: str, reason: str) -> None:
+    report = reports[uris.canonical(root)]
+    report.status, report.reason = status, reason
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
