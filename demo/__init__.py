@@ -1,0 +1,1 @@
+"""`make demo`: the whole pipeline end to end on a realistic local lake."""

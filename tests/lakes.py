@@ -1,0 +1,36 @@
+"""Test helpers: an inventory of a local folder, and vacuum runs against it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from inventory_etl.ingest import IngestInventory
+from inventory_etl.producer import objects_in_folder, write_delivery
+from vacuum_jobs.targets import from_uris
+from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+
+
+def inventory_of(spark, bucket_dir: Path, work: Path, when: datetime | None = None, bucket: str = "lake") -> str:
+    """Ingest an S3-style inventory of ``bucket_dir`` (as bucket ``bucket``); return the table path."""
+    when = when or datetime.now(timezone.utc)
+    manifest = write_delivery(str(work / "inventory-dest"), bucket, "daily", objects_in_folder(str(bucket_dir)), when)
+    table = work / "inventory"
+    result = IngestInventory(spark, str(table), {bucket: str(bucket_dir)}).execute([manifest])
+    assert not result.refused, result.refused
+    return str(table)
+
+
+def vacuum(spark, inventory: str, tables: list, targets=None, **options):
+    """One vacuum run; ``tables`` are paths (ignored when ``targets`` is given)."""
+    opts = VacuumOptions(inventory_table=inventory, **options)
+    return BatchVacuum(spark, opts).execute(targets if targets is not None else from_uris([str(t) for t in tables]))
+
+
+def by_table(report) -> dict:
+    return {Path(t.table.removeprefix("file://")).name: t for t in report.tables}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,280 @@
+"""Job 2 on real Spark against real Delta tables (deltalake-written and delta-spark golden ones)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from demo.lake import build_lake, read_all_rows
+from lakeio.uris import decode_log_path
+from tests.conftest import GOLDEN
+from tests.lakes import by_table, inventory_of, vacuum
+from vacuum_jobs.cli import main
+from vacuum_jobs.keep import dv_relative_path
+from vacuum_jobs.targets import TableTarget, from_file
+from vacuum_jobs.vacuum import RunRefused
+
+
+def delta_rs_full_vacuum(table: Path, hours: float) -> set[Path]:
+    """What delta-rs's own FULL-mode vacuum would delete, minus hidden paths (which it wrongly includes)."""
+    names = DeltaTable(str(table)).vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False,
+                                          full=True)
+    return {table / n for n in names if not any(s.startswith(("_", ".")) and s != "_change_data" for s in n.split("/"))}
+
+
+def planned_paths(report, table_name: str, audit: Path, action: str) -> set[Path]:
+    rows = DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
+    return {Path(r["path"].removeprefix("file://")) for r in rows
+            if r["action"] == action and r["run_id"] == report.run_id and r["table_root"].endswith("/" + table_name)}
+
+
+def snapshot_dv_files(table: Path) -> set[Path]:
+    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist()
+    return {table / dv_relative_path(a["deletionVector.pathOrInlineDv"]) for a in actions
+            if a.get("deletionVector.storageType") == "u"}
+
+
+def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
+    lake = build_lake(tmp_path / "lake")
+    rows_before = lake.row_counts()
+    expected = {name: delta_rs_full_vacuum(path, 168) for name, path in lake.tables.items() if name != "dv_flags"}
+    inventory = inventory_of(spark, lake.bucket_dir, tmp_path)
+    audit = tmp_path / "audit"
+    tables = list(lake.tables.values())
+
+    dry = vacuum(spark, inventory, tables, dry_run=True, audit_table=str(audit))
+    assert {t.status for t in dry.tables} == {"dry_run"}
+    for name, paths in expected.items():
+        assert planned_paths(dry, name, audit, "would_delete") == paths, name
+    would = set().union(*(planned_paths(dry, n, audit, "would_delete") for n in lake.tables))
+    assert lake.stale_debris <= would
+    assert not would & (lake.fresh_debris | lake.hidden_debris | lake.outside_tables)
+    assert all(p.exists() for p in would)  # a dry run deletes nothing
+    orders = by_table(dry)["orders"]
+    assert orders.counts["tombstone_files"] > 0 and orders.counts["too_recent_files"] >= 1
+    assert orders.retention_hours == 168.0
+
+    real = vacuum(spark, inventory, tables, audit_table=str(audit))
+    assert {t.status for t in real.tables} == {"vacuumed"}
+    deleted = set().union(*(planned_paths(real, n, audit, "deleted") for n in lake.tables))
+    assert deleted == would
+    assert not any(p.exists() for p in deleted)
+    assert all(p.exists() for p in lake.fresh_debris | lake.hidden_debris | lake.outside_tables)
+    assert not (lake.tables["orders"] / "tmp_export").exists()  # folders left empty are removed
+    assert lake.row_counts() == rows_before
+    assert all(p.exists() for p in snapshot_dv_files(lake.tables["dv_flags"]))
+    orders_table = DeltaTable(str(lake.tables["orders"]))
+    previous = DeltaTable(str(lake.tables["orders"]), version=orders_table.version() - 1)
+    assert previous.to_pyarrow_table().num_rows > 0  # time travel within retention still works
+    total = real.totals()
+    assert total["deleted_files"] == len(deleted) and total["deleted_bytes"] > 0
+
+    again = vacuum(spark, inventory, tables, audit_table=str(audit))
+    assert again.totals()["deleted_files"] == 0
+    assert again.totals()["already_absent_files"] == len(deleted)  # gone already: not counted as deleted
+
+
+def test_neighbour_and_nested_tables_are_never_touched(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    t, backup, nested = bucket / "t", bucket / "t_backup", bucket / "t" / "inner"
+    for table in (t, backup, nested):
+        write_deltalake(str(table), pa.table({"id": [1, 2]}))
+    old = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
+    strays = [t / "stray.parquet", backup / "stray.parquet", nested / "stray.parquet"]
+    for path in strays:
+        path.write_bytes(b"junk")
+    for path in bucket.rglob("*"):
+        if path.is_file():
+            os.utime(path, (old, old))
+    inventory = inventory_of(spark, bucket, tmp_path)
+
+    report = vacuum(spark, inventory, [t], dry_run=True, audit_table=str(tmp_path / "audit"))
+    assert planned_paths(report, "t", tmp_path / "audit", "would_delete") == {t / "stray.parquet"}
+
+
+def test_retention_shorter_than_the_table_setting_is_refused_unless_forced(spark, tmp_path):
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1]}), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+
+    refused = vacuum(spark, inventory, [table], retain_hours=24, dry_run=True)
+    assert refused.tables[0].status == "refused" and "--force-retention" in refused.tables[0].reason
+    default = vacuum(spark, inventory, [table], dry_run=True)
+    assert default.tables[0].retention_hours == 48.0
+    forced = vacuum(spark, inventory, [table], retain_hours=24, force_retention=True, dry_run=True)
+    assert forced.tables[0].status == "dry_run" and forced.tables[0].retention_hours == 24
+
+
+def test_stale_inventory_refuses_the_run(spark, tmp_path):
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1]}))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path, when=datetime.now(timezone.utc) - timedelta(days=5))
+    with pytest.raises(RunRefused, match="h old"):
+        vacuum(spark, inventory, [table], dry_run=True)
+    report = vacuum(spark, inventory, [table], dry_run=True, max_inventory_age_hours=24 * 10)
+    assert report.tables[0].status == "dry_run"
+
+
+def test_inventory_that_does_not_cover_a_table_refuses_it(spark, tmp_path):
+    covered, uncovered = tmp_path / "lake" / "covered", tmp_path / "elsewhere" / "uncovered"
+    for table in (covered, uncovered):
+        write_deltalake(str(table), pa.table({"id": [1]}))
+        write_deltalake(str(table), pa.table({"id": [2]}), mode="append")
+    tomorrow = datetime.now(timezone.utc) + timedelta(days=1)
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path, when=tomorrow)
+    # The uncovered table's log says its files predate the inventory, but the inventory lists none.
+    report = vacuum(spark, inventory, [covered, uncovered], dry_run=True, now_ms=int(tomorrow.timestamp() * 1000))
+    tables = by_table(report)
+    assert tables["covered"].status == "dry_run"
+    assert tables["uncovered"].status == "refused" and "does not cover" in tables["uncovered"].reason
+    assert tables["uncovered"].counts["missing_files"] == 2 and len(tables["uncovered"].missing) == 2
+
+
+def test_live_files_missing_from_storage_are_reported(spark, tmp_path):
+    table = tmp_path / "lake" / "t"
+    for i in range(4):
+        write_deltalake(str(table), pa.table({"id": [i]}), mode="append")
+    victim = next(table.glob("*.parquet"))
+    victim.unlink()
+    tomorrow = datetime.now(timezone.utc) + timedelta(days=1)
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path, when=tomorrow)
+    report = vacuum(spark, inventory, [table], dry_run=True, now_ms=int(tomorrow.timestamp() * 1000))
+    t = report.tables[0]
+    assert t.status == "dry_run" and t.counts["missing_files"] == 1
+    assert t.missing == [f"file://{victim}"]
+
+
+def test_unreadable_logs_refuse_only_their_table(spark, tmp_path):
+    good, broken, gap = (tmp_path / "lake" / n for n in ("good", "broken", "gap"))
+    for table in (good, broken, gap):
+        write_deltalake(str(table), pa.table({"id": [1]}))
+        write_deltalake(str(table), pa.table({"id": [2]}), mode="append")
+    with open(broken / "_delta_log" / "00000000000000000001.json", "a") as log:
+        log.write("\n{this is not json\n")
+    (gap / "_delta_log" / "00000000000000000000.json").unlink()
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    tables = by_table(vacuum(spark, inventory, [good, broken, gap, tmp_path / "lake" / "absent"], dry_run=True))
+    assert tables["good"].status == "dry_run"
+    assert tables["broken"].status == "refused" and "malformed JSON" in tables["broken"].reason
+    assert tables["gap"].status == "refused" and "no commit 0" in tables["gap"].reason
+    assert tables["absent"].status == "refused" and "not a Delta table" in tables["absent"].reason
+
+
+def test_protocol_gates(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    names = ["deltalog-invalid-protocol-version", "basic-with-vacuum-protocol-check-feature", "versions-not-contiguous"]
+    if not GOLDEN.is_dir():
+        pytest.skip("golden fixtures not present")
+    for name in names:
+        shutil.copytree(GOLDEN / name, bucket / name)
+    catalog = bucket / "catalog-managed"
+    write_deltalake(str(catalog), pa.table({"id": [1]}))
+    _set_protocol(catalog, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["catalogManaged"],
+                            "writerFeatures": ["catalogManaged", "inCommitTimestamp"]})
+    future = bucket / "future-feature"
+    write_deltalake(str(future), pa.table({"id": [1]}))
+    _set_protocol(future, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]})
+    inventory = inventory_of(spark, bucket, tmp_path)
+
+    tables = by_table(vacuum(spark, inventory, [bucket / n for n in names] + [catalog, future], dry_run=True))
+    assert tables["deltalog-invalid-protocol-version"].status == "refused"
+    assert "protocol (99, 7)" in tables["deltalog-invalid-protocol-version"].reason
+    assert tables["basic-with-vacuum-protocol-check-feature"].status == "dry_run"
+    assert tables["versions-not-contiguous"].status == "refused"
+    assert "not contiguous" in tables["versions-not-contiguous"].reason
+    assert tables["catalog-managed"].status == "skipped"
+    assert tables["future-feature"].status == "refused" and "someFutureFeature" in tables["future-feature"].reason
+
+
+def _set_protocol(table: Path, protocol: dict) -> None:
+    log = table / "_delta_log" / "00000000000000000000.json"
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    log.write_text("\n".join(json.dumps({"protocol": protocol} if "protocol" in a else a) for a in lines) + "\n")
+
+
+def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
+    if not GOLDEN.is_dir():
+        pytest.skip("golden fixtures not present")
+    bucket = tmp_path / "lake"
+    shutil.copytree(GOLDEN, bucket, ignore=shutil.ignore_patterns("README.md"))
+    tables = sorted(p for p in bucket.iterdir() if (p / "_delta_log").is_dir())
+    readable_before = {}
+    for table in tables:
+        try:
+            readable_before[table.name] = read_all_rows(table)
+        except Exception:
+            pass  # log-replay fixtures whose data files are absent, or features delta-rs lacks
+    dv_files = {t.name: snapshot_dv_files(t) for t in tables if t.name in readable_before}
+    inventory = inventory_of(spark, bucket, tmp_path)
+    later = int((datetime.now(timezone.utc) + timedelta(seconds=5)).timestamp() * 1000)
+
+    report = by_table(vacuum(spark, inventory, tables, retain_hours=0, force_retention=True,
+                             min_coverage=0.0, now_ms=later))
+
+    assert report["deltalog-invalid-protocol-version"].status == "refused"
+    assert report["versions-not-contiguous"].status == "refused"
+    for name, rows in readable_before.items():
+        assert report[name].status in ("vacuumed", "refused"), (name, report[name].reason)
+        assert read_all_rows(bucket / name) == rows, name
+        assert all(p.exists() for p in dv_files[name]), name
+    for table in tables:
+        for log_file in (table / "_delta_log").rglob("*"):
+            assert log_file.exists()
+    assert report["dv-partitioned-with-checkpoint"].status == "vacuumed"
+    assert report["snapshot-vacuumed"].counts["missing_files"] >= 0
+
+
+def test_tables_file_overrides_and_discovery(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    for name in ("a", "b", "c", "scratch_tbl"):
+        write_deltalake(str(bucket / "db" / name), pa.table({"id": [1]}))
+    inventory = inventory_of(spark, bucket, tmp_path)
+    spec = tmp_path / "tables.yaml"
+    spec.write_text(f"- table: {bucket / 'db' / 'a'}\n  enabled: false\n"
+                    f"- table: {bucket / 'db' / 'b'}\n  retain_hours: 200\n  dry_run: true\n"
+                    f"- {bucket / 'db' / 'c'}\n")
+    targets = from_file(str(spec))
+    assert targets[1] == TableTarget(f"file://{bucket / 'db' / 'b'}", 200, True, True)
+    report = by_table(vacuum(spark, inventory, [], targets=targets))
+    assert report["a"].status == "skipped"
+    assert report["b"].status == "dry_run" and report["b"].retention_hours == 200
+    assert report["c"].status == "vacuumed"
+
+    from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+
+    found = BatchVacuum(spark, VacuumOptions(inventory, dry_run=True)).execute(None, include=["*/db/*"],
+                                                                              exclude=["*scratch*"])
+    assert sorted(by_table(found)) == ["a", "b", "c"]
+
+
+def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
+    good, broken = tmp_path / "lake" / "good", tmp_path / "lake" / "broken"
+    for table in (good, broken):
+        write_deltalake(str(table), pa.table({"id": [1]}))
+    (broken / "_delta_log" / "00000000000000000000.json").write_text("{nope\n")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    report_file = tmp_path / "report.json"
+
+    assert main(["--inventory-table", inventory, "--table", str(good), "--dry-run", "--report", str(report_file)]) == 0
+    doc = json.loads(report_file.read_text())
+    assert doc["tables"][0]["status"] == "dry_run" and doc["totals"]["tables_dry_run"] == 1
+    assert "DRY RUN" in capsys.readouterr().out
+
+    assert main(["--inventory-table", inventory, "--table", str(good), "--table", str(broken), "--dry-run",
+                 "--report", str(report_file)]) == 1
+    statuses = {Path(t["table"]).name: t["status"] for t in json.loads(report_file.read_text())["tables"]}
+    assert statuses == {"good": "dry_run", "broken": "refused"}
+
+    assert main(["--inventory-table", str(tmp_path / "nothing"), "--table", str(good)]) == 1
+    for bad in (["--inventory-table", inventory], ["--inventory-table", inventory, "--table", "x", "--include", "*"],
+                ["--inventory-table", inventory, "--table", "x", "--delete-batch-size", "5000"]):
+        with pytest.raises(SystemExit) as usage:
+            main(bad)
+        assert usage.value.code == 2
