@@ -34,6 +34,13 @@ def delta_jars_present() -> bool:
     return _class_on_classpath(DELTA_EXTENSION)
 
 
+def _local_cores(master: str) -> int:
+    """Cores of a ``local``, ``local[N]`` or ``local[*]`` master."""
+    inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    count = inside.split(",")[0]
+    return os.cpu_count() or 1 if count == "*" else max(1, int(count))
+
+
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     """Build (or reuse) the session: UTC, quiet logs, Delta configured if its jars exist."""
     active = SparkSession.getActiveSession()
@@ -54,8 +61,8 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     if master.startswith("local"):
         # Python workers on this machine must be this interpreter (the venv), not whatever "python3" is.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # 200 shuffle partitions is a cluster default; on one machine it is pure overhead.
-        builder = builder.config("spark.sql.shuffle.partitions", "8")
+        # 200 shuffle partitions is a cluster default; on one machine a few per core will do.
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
     if delta_jars_present():
         builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
             "spark.sql.catalog.spark_catalog", DELTA_CATALOG

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception's message (Java stack traces are long)."""
-    text = str(exc).strip()
-    return text.splitlines()[0][:limit] if text else type(exc).__name__
+    """One line saying what went wrong: the message's first real line, plus the root cause
+    when a Java stack trace names one (py4j wraps everything in "An error occurred while calling")."""
+    lines = [ln.strip().lstrip(": ").strip() for ln in str(exc).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("An error occurred while calling", "at "))]
+    if not lines:
+        return type(exc).__name__
+    causes = [ln[len("Caused by: "):] for ln in lines if ln.startswith("Caused by: ")]
+    text = lines[0] if not causes or causes[-1] in lines[0] else f"{lines[0]} (cause: {causes[-1]})"
+    return text[:limit]
 
 
 def human_bytes(n: int) -> str:

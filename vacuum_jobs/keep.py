@@ -14,7 +14,6 @@ import uuid
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
 
 from lakeio import uris
 
@@ -46,13 +45,31 @@ def dv_relative_path(path_or_inline: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-_dv_relative_udf = F.udf(lambda encoded: dv_relative_path(encoded), StringType())
+def dv_relative_path_col(path_or_inline: Column) -> Column:
+    """Spark twin of :func:`dv_relative_path`; null when the id is not valid z85.
+
+    Column expressions, not a Python UDF, so that planning needs no Python workers.
+    """
+    encoded = F.substring(path_or_inline, -20, 20)
+    digits = F.transform(F.split(encoded, ""), lambda ch: F.instr(F.lit(_Z85), ch) - 1)
+    groups = F.transform(
+        F.sequence(F.lit(0), F.lit(3)),
+        lambda g: F.aggregate(F.slice(digits, g * 5 + 1, 5), F.lit(0).cast("long"), lambda acc, d: acc * 85 + d),
+    )
+    valid = ((F.length(path_or_inline) >= 20) & ~F.exists(digits, lambda d: d < 0)
+             & ~F.exists(groups, lambda v: v >= 2 ** 32))
+    hexed = F.array_join(F.transform(groups, lambda v: F.lpad(F.lower(F.hex(v)), 8, "0")), "")
+    as_uuid = F.concat_ws("-", *[F.substring(hexed, start, length)
+                                 for start, length in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))])
+    name = F.concat(F.lit("deletion_vector_"), as_uuid, F.lit(".bin"))
+    prefix = F.substring(path_or_inline, F.lit(1), F.length(path_or_inline) - 20)
+    return F.when(valid, F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name)))
 
 
 def dv_file(table_root: Column, storage_type: Column, path_or_inline: Column) -> Column:
     """The canonical URI of a deletion vector's file, or null when it has none (inline)."""
     return (
-        F.when(storage_type == "u", F.concat(table_root, F.lit("/"), _dv_relative_udf(path_or_inline)))
+        F.when(storage_type == "u", F.concat(table_root, F.lit("/"), dv_relative_path_col(path_or_inline)))
         .when(storage_type == "p", uris.canonical_col(uris.decode_log_path_col(path_or_inline)))
     )
 
@@ -68,10 +85,15 @@ def keep_set(files: DataFrame) -> DataFrame:
         | (F.col("deletion_timestamp") >= F.col("cutoff_ms"))
     )
     data = needed.select("table_root", "path")
-    vectors = needed.where(F.col("dv_storage_type").isNotNull()).select(
+    vectors = needed.where(F.col("dv_storage_type").isin("u", "p")).select(
         "table_root", dv_file(F.col("table_root"), F.col("dv_storage_type"), F.col("dv_path_or_inline")).alias("path")
     ).where(F.col("path").isNotNull())
     return data.unionByName(vectors).distinct()
+
+
+def undecodable_vector() -> Column:
+    """True for a storage type ``u`` deletion vector whose file we cannot name (its id is not z85)."""
+    return (F.col("dv_storage_type") == "u") & dv_relative_path_col(F.col("dv_path_or_inline")).isNull()
 
 
 def hidden(relative_path: Column, partition_columns: Column) -> Column:

@@ -99,17 +99,17 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
     try:
         actions = _read_actions(spark, segments).persist(StorageLevel.MEMORY_AND_DISK)
         for root in _corrupt_tables(actions):  # also materializes the cache: read errors surface here
-            failures[root] = "malformed JSON line in the log"
+            failures[root] = "malformed JSON line"
     except Exception:
         readable = []
         for segment in segments:
             try:
                 one = _read_actions(spark, [segment]).persist(StorageLevel.MEMORY_AND_DISK)
                 if _corrupt_tables(one):
-                    failures[uris.canonical(segment.table_root)] = "malformed JSON line in the log"
+                    failures[uris.canonical(segment.table_root)] = "malformed JSON line"
                 readable.append(one)
             except Exception as exc:
-                failures[uris.canonical(segment.table_root)] = f"unreadable log file: {first_line(exc)}"
+                failures[uris.canonical(segment.table_root)] = f"cannot read a log file: {first_line(exc)}"
         if not readable:
             return Replay({}, failures, spark.createDataFrame([], _FILES_SCHEMA))
         actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), readable)

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakeio import uris
-from vacuum_jobs.keep import hidden, keep_set
+from vacuum_jobs.keep import hidden, keep_set, undecodable_vector
 
 MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report
 
@@ -107,13 +107,14 @@ def _rows_under_tables(inventory: DataFrame, tables: DataFrame) -> DataFrame:
 
 
 def _log_counts(files: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) -> None:
-    """Live files and kept tombstones per table, from the log alone."""
+    """Live files, kept tombstones and unreadable deletion vector ids per table, from the log alone."""
     live = F.col("kind") == "add"
     kept_tombstone = (F.col("kind") == "remove") & (
         F.col("deletion_timestamp").isNull() | (F.col("deletion_timestamp") >= F.col("cutoff_ms")))
     per_path = files.groupBy("table_root", "path").agg(
         F.max(live).alias("live"), F.max(kept_tombstone).alias("tombstone"),
         F.max("size").alias("size"), F.min("modification_time").alias("written"),
+        F.count(F.when(undecodable_vector(), 1)).alias("bad_vectors"),
     )
     for row in per_path.groupBy("table_root").agg(
         F.count(F.when(F.col("live"), 1)).alias("live_files"),
@@ -121,9 +122,10 @@ def _log_counts(files: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) ->
         F.count(F.when(~F.col("live") & F.col("tombstone"), 1)).alias("tombstone_files"),
         F.coalesce(F.sum(F.when(~F.col("live") & F.col("tombstone"), F.col("size"))), F.lit(0)).alias("tombstone_bytes"),
         F.count(F.when(F.col("live") & (F.col("written") < as_of_ms), 1)).alias("old_live"),
+        F.sum("bad_vectors").alias("undecodable_deletion_vectors"),
     ).collect():
         plan = plans[row["table_root"]]
-        for name in ("live_files", "live_bytes", "tombstone_files", "tombstone_bytes"):
+        for name in ("live_files", "live_bytes", "tombstone_files", "tombstone_bytes", "undecodable_deletion_vectors"):
             plan.counts[name] = row[name]
         plan.old_live_files = row["old_live"]
 

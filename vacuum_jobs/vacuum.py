@@ -1,7 +1,7 @@
 """Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
 
 Steps, each a method: load the inventory, resolve the tables, find their log segments,
-replay the logs, apply the gates, plan, check coverage, delete, record. One table's
+replay the logs, apply the gates, plan, check the plan, delete, record. One table's
 problem never stops the others; its report says why.
 """
 
@@ -81,7 +81,7 @@ class BatchVacuum:
             if policies:
                 plan = self._plan(inventory, replay, policies, reports)
                 try:
-                    self._check_coverage(plan, reports)
+                    self._check_plan(plan, reports)
                     self._delete_and_record(run, plan, reports, inventory)
                 finally:
                     plan.release()
@@ -195,8 +195,14 @@ class BatchVacuum:
             report.coverage = table_plan.coverage
         return plan
 
-    def _check_coverage(self, plan: Plan, reports: dict[str, TableReport]) -> None:
+    def _check_plan(self, plan: Plan, reports: dict[str, TableReport]) -> None:
+        """Refuse tables whose plan cannot be trusted: uncovered by the inventory, or unreadable DV ids."""
         for root, table_plan in plan.tables.items():
+            bad_vectors = table_plan.counts.get("undecodable_deletion_vectors", 0)
+            if bad_vectors:
+                _set(reports, root, "refused", f"{bad_vectors} deletion vector id(s) are not valid z85: "
+                                               "cannot tell which files they need")
+                continue
             coverage = table_plan.coverage
             if coverage is not None and coverage < self.options.min_coverage:
                 _set(reports, root, "refused",
