@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
+for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    os.environ[name] = value
+os.environ.pop("AWS_PROFILE", None)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden"
 
@@ -35,3 +40,22 @@ def golden_copy(tmp_path):
         return target
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real HTTP S3 endpoint (moto's server) on the loopback interface."""
+    import logging
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()

@@ -146,15 +146,18 @@ class S3BatchDeleter:
         self._client = client
         self._last_request = 0.0
 
+    @staticmethod
+    def make_client(endpoint_url: str | None = None):
+        """A boto3 S3 client without botocore's own retries: ours (below) cover SlowDown and per-key errors alike."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("s3", endpoint_url=endpoint_url, config=Config(retries={"total_max_attempts": 1}))
+
     @property
     def client(self):
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            # Retries are ours (below), so that per-key errors and SlowDown share one policy.
-            self._client = boto3.client("s3", endpoint_url=self.settings.endpoint_url,
-                                        config=Config(retries={"total_max_attempts": 1}))
+            self._client = self.make_client(self.settings.endpoint_url)
         return self._client
 
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:

@@ -1,0 +1,192 @@
+"""The deleters against a real S3 endpoint (moto server) and the local filesystem."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from vacuum_jobs.deleter import (
+    ALREADY_ABSENT,
+    DELETED,
+    FAILED,
+    DeleteSettings,
+    S3BatchDeleter,
+    Target,
+    delete_local,
+    delete_planned,
+)
+
+
+@pytest.fixture
+def bucket(s3_endpoint):
+    client = S3BatchDeleter.make_client(s3_endpoint)
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    return client, name
+
+
+def put(client, bucket, keys):
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    return [Target("s3://" + bucket + "/t", f"s3://{bucket}/{key}", 1, 0) for key in keys]
+
+
+def remaining(client, bucket) -> set[str]:
+    return {o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+
+def count_calls(client) -> list:
+    calls = []
+    client.meta.events.register("provide-client-params.s3.DeleteObjects", lambda params, **kw: calls.append(params))
+    return calls
+
+
+def test_deletes_in_batches_of_the_configured_size(bucket):
+    client, name = bucket
+    targets = put(client, name, [f"t/k{i:02d} with space+plus.parquet" for i in range(25)] + ["keep/me"])
+    calls = count_calls(client)
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=10, requests_per_second=1000), client=client)
+
+    outcomes = list(deleter.delete(targets[:25]))
+
+    assert [len(c["Delete"]["Objects"]) for c in calls] == [10, 10, 5]
+    assert {o.action for o in outcomes} == {DELETED} and len(outcomes) == 25
+    assert remaining(client, name) == {"keep/me"}
+
+
+def _slow_down_first(times: int):
+    state = {"left": times}
+
+    def handler(request, **kwargs):
+        if state["left"] > 0:
+            state["left"] -= 1
+            body = b"<?xml version='1.0'?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+            return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, _Raw(body))
+        return None
+
+    return handler
+
+
+class _Raw:
+    def __init__(self, body: bytes):
+        self.body = body
+
+    def stream(self, **kwargs):
+        yield self.body
+
+    def read(self, *args, **kwargs):
+        return self.body
+
+
+def test_slow_down_is_retried_with_exponential_backoff(bucket):
+    client, name = bucket
+    targets = put(client, name, ["a", "b", "c"])
+    client.meta.events.register("before-send.s3.DeleteObjects", _slow_down_first(2))
+    slept = []
+    deleter = S3BatchDeleter(DeleteSettings(requests_per_second=1000, base_backoff_seconds=0.1), client=client,
+                             sleep=slept.append)
+
+    outcomes = list(deleter.delete(targets))
+
+    assert {o.action for o in outcomes} == {DELETED}
+    backoffs = [s for s in slept if s >= 0.05]
+    assert len(backoffs) == 2 and backoffs[1] > backoffs[0] * 0.5  # 0.1 then 0.2, each jittered by 0.5-1.5x
+    assert remaining(client, name) == set()
+
+
+def test_per_key_errors_are_retried_then_reported(bucket):
+    client, name = bucket
+    targets = put(client, name, ["ok-1", "flaky", "locked", "ok-2"])
+    state = {"flaky": 1}
+
+    def report_errors(parsed, **kwargs):
+        errors = []
+        for entry in list(parsed.get("Deleted", [])):
+            key = entry["Key"]
+            if key == "locked" or (key == "flaky" and state["flaky"] > 0):
+                if key == "flaky":
+                    state["flaky"] -= 1
+                parsed["Deleted"].remove(entry)
+                code = "AccessDenied" if key == "locked" else "InternalError"
+                errors.append({"Key": key, "Code": code, "Message": "injected"})
+        parsed["Errors"] = errors
+
+    client.meta.events.register("after-call.s3.DeleteObjects", report_errors)
+    deleter = S3BatchDeleter(DeleteSettings(requests_per_second=1000, max_attempts=3), client=client,
+                             sleep=lambda s: None)
+
+    outcomes = {o.target.path.rsplit("/", 1)[1]: o for o in deleter.delete(targets)}
+
+    assert outcomes["flaky"].action == DELETED  # retried, then fine
+    assert outcomes["locked"].action == FAILED and outcomes["locked"].error.startswith("AccessDenied")
+    assert outcomes["ok-1"].action == outcomes["ok-2"].action == DELETED
+
+
+def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
+    client, name = bucket
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    versions = [client.put_object(Bucket=name, Key="orphan", Body=str(i).encode())["VersionId"] for i in range(3)]
+    client.put_object(Bucket=name, Key="other", Body=b"x")
+    target = Target(f"s3://{name}/t", f"s3://{name}/orphan", 1, 0, tuple(versions))
+
+    plain = list(S3BatchDeleter(DeleteSettings(requests_per_second=1000), client=client).delete(
+        [Target(target.table_root, target.path, 1, 0)]))
+    assert plain[0].action == DELETED
+    listing = client.list_object_versions(Bucket=name, Prefix="orphan")
+    assert len(listing["Versions"]) == 3 and len(listing["DeleteMarkers"]) == 1  # plain delete: a marker
+
+    marker = listing["DeleteMarkers"][0]["VersionId"]
+    purge = S3BatchDeleter(DeleteSettings(requests_per_second=1000, purge_versions=True, batch_size=2), client=client)
+    outcome = list(purge.delete([Target(target.table_root, target.path, 1, 0, (*versions, marker))]))
+    assert [o.action for o in outcome] == [DELETED]  # one outcome per file, across two batches
+    listing = client.list_object_versions(Bucket=name, Prefix="orphan")
+    assert not listing.get("Versions") and not listing.get("DeleteMarkers")
+    assert remaining(client, name) == {"other"}
+
+
+def test_spark_executors_delete_and_a_rerun_after_a_crash_finishes_the_job(spark, bucket, s3_endpoint, tmp_path):
+    client, name = bucket
+    keys = [f"t/part-{i}.parquet" for i in range(40)]
+    put(client, name, keys)
+    local = tmp_path / "t" / "p=1" / "gone.parquet"
+    local.parent.mkdir(parents=True)
+    local.write_bytes(b"x")
+    rows = [(f"s3://{name}/t", f"s3://{name}/{k}", 1, 0) for k in keys]
+    rows.append((f"file://{tmp_path}/t", f"file://{local}", 1, 0))
+    targets = spark.createDataFrame(rows, "table_root string, path string, length long, modificationTime long")
+    settings = DeleteSettings(batch_size=7, requests_per_second=1000, endpoint_url=s3_endpoint)
+
+    client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": k} for k in keys[:15]]})  # the crashed run's work
+    outcomes = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
+
+    assert remaining(client, name) == set()
+    assert set(outcomes.values()) == {DELETED}  # S3 cannot say the first 15 were already gone
+    assert not local.exists() and not local.parent.exists()  # the emptied partition folder went too
+    assert (tmp_path / "t").exists()  # never the table root
+
+    again = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
+    assert again[f"file://{local}"] == ALREADY_ABSENT
+
+
+def test_local_deleter_reports_each_outcome(tmp_path):
+    root = tmp_path / "t"
+    (root / "d").mkdir(parents=True)
+    present = root / "d" / "a.parquet"
+    present.write_bytes(b"a")
+    blocked = root / "d" / "blocked"
+    blocked.mkdir()
+    outcomes = {o.target.path: o for o in delete_local([
+        Target(f"file://{root}", f"file://{present}", 1, 0),
+        Target(f"file://{root}", f"file://{root}/d/never-there", 1, 0),
+        Target(f"file://{root}", f"file://{blocked}", 1, 0),  # a folder is not a file: reported, not fatal
+    ])}
+    assert outcomes[f"file://{present}"].action == DELETED
+    assert outcomes[f"file://{root}/d/never-there"].action == ALREADY_ABSENT
+    assert outcomes[f"file://{blocked}"].action == FAILED and outcomes[f"file://{blocked}"].error
+
+
+def test_batch_size_is_bounded_by_s3s_limit():
+    with pytest.raises(ValueError):
+        DeleteSettings(batch_size=1001)
