@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -68,16 +69,19 @@ class RunReport:
     def summary(self) -> str:
         t = self.totals()
         mode = "DRY RUN: nothing deleted" if self.dry_run else "deletions performed"
+        prefix = _common_folder([r.table for r in self.tables])
         lines = [
             f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
-            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in STATUSES) + ")",
-            f"{'status':<9} {'table':<48} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
+            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in STATUSES) + ")"
+            + (f" under {prefix}" if prefix else ""),
+            f"{'status':<9} {'table':<40} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
             f"{'recent':>7} {'missing':>8}",
         ]
         for r in self.tables:
             c = r.counts
             lines.append(
-                f"{r.status:<9} {_short(r.table, 48):<48} {c['candidate_files']:>11,} {c['deleted_files']:>9,} "
+                f"{r.status:<9} {_short(r.table.removeprefix(prefix), 40):<40} {c['candidate_files']:>11,} "
+                f"{c['deleted_files']:>9,} "
                 f"{human_bytes(c['deleted_bytes'] if not r.dry_run else c['candidate_bytes']):>10} "
                 f"{c['tombstone_files']:>9,} {c['too_recent_files']:>7,} {c['missing_files']:>8,}"
             )
@@ -109,6 +113,16 @@ def write_audit(outcomes: DataFrame, audit_table: str, run_id: str, versions: di
         F.lit(run_date).cast("date").alias("run_date"),
     )
     write_delta(rows, audit_table, ["run_date"], [{"run_date": run_date}], mode="append")
+
+
+def _common_folder(uris: list[str]) -> str:
+    """The folder all table URIs share (with its trailing slash), or "" when they share none."""
+    if len(uris) < 2 or len({u.split("://", 1)[0] for u in uris}) > 1:
+        return ""
+    common = os.path.commonpath([u.split("://", 1)[-1] for u in uris])
+    if not common.strip("/"):
+        return ""
+    return uris[0][:uris[0].find(common) + len(common)] + "/"
 
 
 def _short(text: str, width: int) -> str:
