@@ -12,7 +12,7 @@ import time
 
 from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
-from lakeio.cli import iso_date, progress_printer
+from lakeio.cli import add_master_argument, iso_date, progress_printer
 from lakeio.spark import get_spark
 from lakeio.text import human_bytes
 from lakeio.storage import Storage
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-verify-checksums", action="store_true",
                         help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
-    parser.add_argument("--master", help="Spark master (default: $SPARK_MASTER, spark-submit's, or local[*])")
+    add_master_argument(parser)
     return parser
 
 

@@ -52,3 +52,15 @@ def test_partition_values_that_need_escaping_are_refused():
     assert partition_folder(PARTS, {"day": "2026-01-01", "tag": "my.bucket-1"}) == "day=2026-01-01/tag=my.bucket-1"
     with pytest.raises(ValueError, match="needs escaping"):
         partition_folder(PARTS, {"day": "2026-01-01", "tag": "a/b"})
+
+
+def test_with_delta_jars_spark_writes_delta_itself(spark, tmp_path):
+    from lakeio.spark import delta_jars_present
+
+    if not delta_jars_present():
+        pytest.skip("Delta's Spark jars are not on the classpath here (no Maven access); covered where they are")
+    table = str(tmp_path / "t")
+    result = write_delta(frame(spark, [(1, "a", date(2026, 1, 1), "x")]), table, PARTS,
+                         [{"day": "2026-01-01", "tag": "x"}], mode="replace_partitions", use_delta_jars=True)
+    assert result.engine == "delta-spark"
+    assert DeltaTable(table).to_pyarrow_table().num_rows == 1

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from lakeio.cli import iso_date, progress_printer
+from lakeio.cli import add_master_argument, iso_date, progress_printer
 from lakeio.spark import get_spark
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.deleter import DeleteSettings
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--requests-per-second", type=float, default=20.0, metavar="R",
                         help="S3 delete requests per second per Spark task (default: 20)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
-    parser.add_argument("--master", help="Spark master (default: $SPARK_MASTER, spark-submit's, or local[*])")
+    add_master_argument(parser)
     return parser
 
 

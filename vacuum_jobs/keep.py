@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from pyspark.sql import Column, DataFrame
@@ -34,6 +35,8 @@ def z85_decode(text: str) -> bytes:
             if ch not in _Z85_VALUE:
                 raise ValueError(f"{ch!r} is not a z85 character")
             value = value * 85 + _Z85_VALUE[ch]
+        if value >= 2 ** 32:
+            raise ValueError(f"{text[start:start + 5]!r} is not a z85 group")
         out += value.to_bytes(4, "big")
     return bytes(out)
 
@@ -97,10 +100,18 @@ def undecodable_vector() -> Column:
 
 
 def hidden(relative_path: Column, partition_columns: Column) -> Column:
-    """True when any segment of the path below the root is hidden (and not exempt)."""
-    return F.exists(
+    """True when any segment of the path below the root is hidden (and not exempt).
+
+    A regular expression settles almost every row; only rows that look hidden in a table
+    with a partition column starting with ``_`` or ``.`` get the segment-by-segment check.
+    """
+    exempt = "|".join(re.escape(name) for name in NOT_HIDDEN)
+    looks_hidden = relative_path.rlike(f"(^|/)(?!({exempt})(/|$))[_.]")
+    odd_partitions = F.exists(partition_columns, lambda col: col.startswith("_") | col.startswith("."))
+    precise = F.exists(
         F.split(relative_path, "/"),
         lambda seg: (seg.startswith("_") | seg.startswith("."))
         & ~seg.isin(*NOT_HIDDEN)
         & ~F.exists(partition_columns, lambda col: seg.startswith(F.concat(col, F.lit("=")))),
     )
+    return looks_hidden & F.when(odd_partitions, precise).otherwise(F.lit(True))

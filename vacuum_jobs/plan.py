@@ -61,7 +61,7 @@ def plan_tables(
         "table_root string, cutoff_ms long, partition_names array<string>, nested_roots array<string>",
     )
     files = files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
-    under = _rows_under_tables(inventory, tables)
+    under = _rows_under_tables(inventory, tables, policies)
     keep = keep_set(files).withColumn("kept", F.lit(True))
     relative = F.expr("substring(path, length(table_root) + 2)")
     classified = (
@@ -89,20 +89,23 @@ def plan_tables(
     return Plan(plans, candidates, (classified,))
 
 
-def _rows_under_tables(inventory: DataFrame, tables: DataFrame) -> DataFrame:
-    """Inventory rows (canonical ``path``) paired with the one target table that owns them."""
+def _rows_under_tables(inventory: DataFrame, tables: DataFrame, policies: list[TablePolicy]) -> DataFrame:
+    """Inventory rows (canonical ``path``) paired with the one target table that owns them.
+
+    A root with ``n`` slashes can only own paths whose prefix up to their ``n+1``-th slash
+    is that root, so each row is looked up once per distinct root depth (usually one or two).
+    """
     rows = inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "modificationTime", "isDir"
     )
-    segments = F.split(F.col("path"), "/")
-    ancestors = F.when(
-        F.size(segments) > 3,
-        F.transform(F.sequence(F.lit(3), F.size(segments) - 1), lambda i: F.array_join(F.slice(segments, 1, i), "/")),
-    ).otherwise(F.array().cast("array<string>"))
+    depths = sorted({p.table_root.count("/") for p in policies})
+    prefixes = F.array(*[F.substring_index(F.col("path"), "/", n + 1) for n in depths])
+    nested = F.exists("nested_roots", lambda n: F.col("path").startswith(F.concat(n, F.lit("/"))))
     return (
-        rows.select("*", F.explode(ancestors).alias("table_root"))
+        rows.select("*", F.explode(F.array_distinct(prefixes)).alias("table_root"))
         .join(F.broadcast(tables), "table_root")
-        .where(~F.exists("nested_roots", lambda n: F.col("path").startswith(F.concat(n, F.lit("/")))))
+        .where(F.col("path") != F.col("table_root"))
+        .where(F.when(F.size("nested_roots") == 0, F.lit(True)).otherwise(~nested))
     )
 
 

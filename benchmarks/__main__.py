@@ -1,0 +1,32 @@
+"""``make bench``: every benchmark at its default size, one table of figures."""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks import ingest_throughput, vacuum_planning
+
+
+def main() -> None:
+    ingest = ingest_throughput.run()
+    vacuum = vacuum_planning.run()
+    rows = [
+        ("job 1: rows ingested", f"{ingest['rows']:,}"),
+        ("job 1: bare Spark Parquet read+write", f"{ingest['bare_parquet_copy_s']:.1f} s"),
+        ("job 1: ingestion, MD5 verified", f"{ingest['ingest_s']:.1f} s ({ingest['ingest_rows_per_s']:,.0f} rows/s)"),
+        ("job 1: ratio ingestion / bare copy", f"{ingest['ratio']:.2f}"),
+        ("job 1: ratio without checksums", f"{ingest['ratio_no_checksums']:.2f}"),
+        ("job 2: tables / files", f"{vacuum['tables']} / {vacuum['files']:,}"),
+        ("job 2: batch dry-run plan", f"{vacuum['batch_dry_run_s']:.1f} s ({vacuum['candidates']:,} candidates)"),
+        ("job 2: deltalake FULL vacuum dry run, looped",
+         f"{vacuum['delta_rs_full_vacuum_loop_s']:.1f} s ({vacuum['delta_rs_candidates']:,} candidates)"),
+        ("job 2: ratio deltalake loop / batch", f"{vacuum['speedup']:.2f}"),
+    ]
+    print(f"\nmachine: {os.cpu_count()} cores")
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Job 2 planning speed: one batch dry run over many tables next to delta-rs's FULL vacuum per table.
+
+    python -m benchmarks.vacuum_planning [--tables 50] [--files-per-table 20000] [--workdir DIR]
+
+Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-table`` files,
+about 10% of them orphans (half tombstoned long ago, half never committed), writes
+its S3-style inventory and ingests it; then times, in the same run, the batch dry-run
+plan (inventory + logs, no listing) against ``DeltaTable.vacuum(dry_run=True, full=True)``
+looped over the same tables (which lists every folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime, timezone
+
+from deltalake import DeltaTable
+
+from inventory_etl.ingest import IngestInventory
+from inventory_etl.producer import objects_in_folder, write_delivery
+from lakeio.spark import get_spark
+from vacuum_jobs.targets import from_uris
+from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+
+DAY_MS = 86_400_000
+PARTITIONS = 20
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "p", "type": "string", "nullable": True, "metadata": {}}]})
+
+
+def build_table(root: str, files: int, now_ms: int) -> None:
+    """A table whose log has ``files`` adds (5% later removed, long ago) plus 5% uncommitted files."""
+    log = os.path.join(root, "_delta_log")
+    os.makedirs(log)
+    old = (now_ms - 30 * DAY_MS) / 1000
+    committed = int(files * 0.95)
+    removed = int(files * 0.05)
+    paths = [f"p={i % PARTITIONS:02d}/part-{i:06d}-c000.snappy.parquet" for i in range(files)]
+    for part in range(PARTITIONS):
+        os.makedirs(os.path.join(root, f"p={part:02d}"))
+    for path in paths:
+        full = os.path.join(root, path)
+        with open(full, "wb") as out:
+            out.write(b"PAR1")
+        os.utime(full, (old, old))
+    first = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+             {"metaData": {"id": os.path.basename(root), "format": {"provider": "parquet", "options": {}},
+                           "schemaString": SCHEMA, "partitionColumns": ["p"], "configuration": {},
+                           "createdTime": now_ms - 40 * DAY_MS}}]
+    adds = [{"add": {"path": p, "partitionValues": {"p": p[2:4]}, "size": 4, "modificationTime": now_ms - 35 * DAY_MS,
+                     "dataChange": True}} for p in paths[:committed]]
+    half = committed // 2
+    removes = [{"remove": {"path": p, "deletionTimestamp": now_ms - 20 * DAY_MS, "dataChange": True,
+                           "partitionValues": {"p": p[2:4]}, "size": 4}} for p in paths[:removed]]
+    for version, actions in enumerate((first + adds[:half], adds[half:], removes)):
+        with open(os.path.join(log, f"{version:020d}.json"), "w") as out:
+            out.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    DeltaTable(root).create_checkpoint()
+
+
+def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None) -> dict:
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
+    bucket = os.path.join(workdir, "lake")
+    now_ms = int(time.time() * 1000)
+    started = time.monotonic()
+    roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:03d}") for i in range(tables)]
+    for root in roots:
+        build_table(root, files_per_table, now_ms)
+    built = time.monotonic() - started
+
+    started = time.monotonic()
+    objects = objects_in_folder(bucket)
+    manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily", objects, datetime.now(timezone.utc),
+                              rows_per_file=250_000)
+    spark = get_spark("bench-vacuum")
+    inventory = os.path.join(workdir, "inventory")
+    result = IngestInventory(spark, inventory, {"lake": bucket}).execute([manifest])
+    if result.refused:
+        raise SystemExit(f"inventory refused: {result.refused[0].error}")
+    inventoried = time.monotonic() - started
+
+    targets = from_uris(roots)
+    options = VacuumOptions(inventory, dry_run=True, now_ms=now_ms)
+    BatchVacuum(spark, options).execute(targets[:2])  # warm the JVM up on two tables
+    started = time.monotonic()
+    report = BatchVacuum(spark, options).execute(targets)
+    batch = time.monotonic() - started
+    if not report.ok:
+        raise SystemExit("benchmark tables were refused: " + "; ".join(t.reason or "" for t in report.tables))
+
+    started = time.monotonic()
+    delta_rs = sum(len(set(DeltaTable(root).vacuum(retention_hours=168, dry_run=True, enforce_retention_duration=False,
+                                                   full=True))) for root in roots)
+    looped = time.monotonic() - started
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "tables": tables,
+        "files": len(objects),
+        "candidates": report.totals()["candidate_files"],
+        "delta_rs_candidates": delta_rs,
+        "build_s": built,
+        "inventory_s": inventoried,
+        "batch_dry_run_s": batch,
+        "delta_rs_full_vacuum_loop_s": looped,
+        "speedup": looped / batch,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", type=int, default=50)
+    parser.add_argument("--files-per-table", type=int, default=20_000)
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    f = run(args.tables, args.files_per_table, args.workdir)
+    print(f"cores: {os.cpu_count()}  tables: {f['tables']}  files: {f['files']:,}  "
+          f"(lake built in {f['build_s']:.0f} s, inventory in {f['inventory_s']:.0f} s)")
+    print(f"batch dry-run plan (this project)        {f['batch_dry_run_s']:7.1f} s  {f['candidates']:,} candidates")
+    print(f"deltalake FULL vacuum dry run, looped    {f['delta_rs_full_vacuum_loop_s']:7.1f} s  "
+          f"{f['delta_rs_candidates']:,} candidates")
+    print(f"ratio (deltalake loop / batch)           {f['speedup']:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

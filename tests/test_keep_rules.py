@@ -1,0 +1,69 @@
+"""The keep rules' building blocks: deletion-vector file names and the hidden-path rule."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyspark.sql import functions as F
+
+from tests.conftest import GOLDEN
+from vacuum_jobs.gates import parse_interval_hours
+from vacuum_jobs.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, z85_decode
+
+
+def test_z85_matches_the_golden_deletion_vector_files():
+    table = GOLDEN / "dv-partitioned-with-checkpoint"
+    if not table.is_dir():
+        pytest.skip("golden fixtures not present")
+    assert dv_relative_path("Zcq?bs*HKQWCB[Sjf[.o") == "deletion_vector_be3f06b1-59b3-4537-b5de-554c3bb2fad9.bin"
+    assert (table / dv_relative_path("Zcq?bs*HKQWCB[Sjf[.o")).exists()
+    assert dv_relative_path("ab" + "Zcq?bs*HKQWCB[Sjf[.o") == "ab/deletion_vector_be3f06b1-59b3-4537-b5de-554c3bb2fad9.bin"
+    with pytest.raises(ValueError):
+        z85_decode("1234")
+
+
+def test_spark_twin_of_the_dv_name_agrees_with_python(spark):
+    rng = random.Random(7)
+    ids = ["Zcq?bs*HKQWCB[Sjf[.o", "zz9Zcq?bs*HKQWCB[Sjf[.o", "#" * 20, "short", "000000000000000$0000"]
+    ids += ["".join(rng.choice(_Z85) for _ in range(20 + rng.choice((0, 2)))) for _ in range(300)]
+
+    def python(text):
+        try:
+            return dv_relative_path(text)
+        except ValueError:
+            return None
+
+    rows = spark.createDataFrame([(i,) for i in ids], "id string").select(
+        "id", dv_relative_path_col(F.col("id")).alias("name")).collect()
+    assert {r["id"]: r["name"] for r in rows} == {i: python(i) for i in ids}
+
+
+@pytest.mark.parametrize("path, partitions, expected", [
+    ("part=1/_SUCCESS", ["part"], True),
+    ("part=1/.part-0.crc", ["part"], True),
+    ("_delta_log/00000.json", [], True),
+    ("a/_tmp/b.parquet", [], True),
+    ("_change_data/cdc-0.parquet", [], False),
+    ("_delta_index/x", [], False),
+    ("_change_data2/x", [], True),
+    ("_p=1/a.parquet", ["_p"], False),
+    ("_p=1/a.parquet", ["p"], True),
+    ("_p=1/_SUCCESS", ["_p"], True),
+    ("x_y/z.parquet", [], False),
+    ("part-0.parquet", [], False),
+])
+def test_hidden_rule_applies_to_every_segment(spark, path, partitions, expected):
+    row = spark.createDataFrame([(path, partitions)], "rel string, parts array<string>").select(
+        hidden(F.col("rel"), F.col("parts")).alias("h")).first()
+    assert row["h"] is expected
+
+
+def test_retention_intervals():
+    assert parse_interval_hours("interval 7 days") == 168
+    assert parse_interval_hours("interval 1 week") == 168
+    assert parse_interval_hours("interval 2 days 12 hours") == 60
+    assert parse_interval_hours("30 minutes") == 0.5
+    for bad in ("seven days", "interval 3 fortnights", "interval"):
+        with pytest.raises(ValueError):
+            parse_interval_hours(bad)
