@@ -69,4 +69,29 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
+    if not master.startswith("local"):
+        _ship_project(spark)
     return spark
+
+
+PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs")
+
+
+def _ship_project(spark: SparkSession) -> None:
+    """Executors on a cluster run our Python code too (deletes, row checks): send them this project's packages.
+
+    Harmless when spark-submit --py-files already shipped them. Third-party libraries
+    (deltalake, boto3, pyarrow) must be installed on the executors.
+    """
+    import importlib
+    import tempfile
+    import zipfile
+    from pathlib import Path
+
+    archive = Path(tempfile.mkdtemp(prefix="lake-housekeeping-")) / "lake_housekeeping.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for package in PROJECT_PACKAGES:
+            folder = Path(importlib.import_module(package).__file__).parent
+            for source in folder.rglob("*.py"):
+                out.write(source, Path(package) / source.relative_to(folder))
+    spark.sparkContext.addPyFile(str(archive))
