@@ -94,7 +94,7 @@ def _write_with_delta_spark(df, table_uri, partition_by, mode) -> WriteResult:
 def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> WriteResult:
     from deltalake import DeltaTable, Schema
     from deltalake.exceptions import TableNotFoundError
-    from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+    from deltalake.transaction import AddAction, create_table_with_add_actions
 
     storage = Storage(df.sparkSession)
     folders = [partition_folder(partition_by, p) for p in partitions]

@@ -49,14 +49,6 @@ class Storage:
         path = self._path(uri)
         return bool(self._fs(path).exists(path))
 
-    def status(self, uri: str) -> FileStatus | None:
-        """The file's status, or None when it does not exist."""
-        path = self._path(uri)
-        fs = self._fs(path)
-        if not fs.exists(path):
-            return None
-        return self._status(fs.getFileStatus(path))
-
     def list(self, uri: str) -> list[FileStatus]:
         """Direct children of a folder (empty when it does not exist)."""
         path = self._path(uri)

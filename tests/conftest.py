@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
@@ -16,6 +17,11 @@ for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "te
 os.environ.pop("AWS_PROFILE", None)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden"
+
+# CI replays the same generated examples every run; developers get fresh ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from lakeio.spark import delta_jars_present
 from lakeio.storage import Storage
 from tests.deliveries import (
     AWKWARD_OBJECTS,
-    DELIVERED,
     VERSIONED_OBJECTS,
     data_files,
     deliver,

@@ -13,7 +13,6 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake, read_all_rows
-from lakeio.uris import decode_log_path
 from tests.conftest import GOLDEN
 from tests.lakes import by_table, inventory_of, vacuum
 from vacuum_jobs.cli import main

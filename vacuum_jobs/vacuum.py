@@ -21,9 +21,9 @@ from inventory_etl.contract import PARTITION_COLUMNS
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.storage import Storage
-from lakeio.text import first_line
 from vacuum_jobs import gates
 from vacuum_jobs.deleter import ALREADY_ABSENT, DELETED, FAILED, DeleteSettings, delete_planned
+from vacuum_jobs.log_replay import Replay, replay_logs
 from vacuum_jobs.log_segment import LogSegment, UnreadableLog, log_segment
 from vacuum_jobs.plan import Plan, TablePolicy, plan_tables
 from vacuum_jobs.report import RunReport, TableReport, write_audit
@@ -142,9 +142,7 @@ class BatchVacuum:
                 reports[uris.canonical(target.table_root)].version = result.version
         return segments
 
-    def _replay_logs(self, segments: list[LogSegment], reports: dict[str, TableReport]):
-        from vacuum_jobs.log_replay import replay_logs
-
+    def _replay_logs(self, segments: list[LogSegment], reports: dict[str, TableReport]) -> Replay:
         self.progress(f"replaying {len(segments)} log(s) on Spark")
         replay = replay_logs(self.spark, segments)
         for root, reason in replay.failures.items():
