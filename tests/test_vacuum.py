@@ -227,7 +227,11 @@ def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
         for log_file in (table / "_delta_log").rglob("*"):
             assert log_file.exists()
     assert report["dv-partitioned-with-checkpoint"].status == "vacuumed"
-    assert report["snapshot-vacuumed"].counts["missing_files"] >= 0
+    assert report["snapshot-vacuumed"].status == "vacuumed"
+    # Log-replay fixtures ship without their data files: reported as missing, never a reason to delete.
+    assert report["corrupted-last-checkpoint"].counts["missing_files"] == report["corrupted-last-checkpoint"].counts["live_files"] > 0
+    # Its checkpoint's .crc side file disagrees with the checkpoint: an unreadable log, refused with the cause.
+    assert report["checkpoint"].status == "refused" and "Checksum" in report["checkpoint"].reason
 
 
 def test_tables_file_overrides_and_discovery(spark, tmp_path):

@@ -215,12 +215,14 @@ class BatchVacuum:
         if self.options.delete.purge_versions and deleting:
             candidates = _with_versions(candidates, inventory.all_versions)
         self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
-        would = candidates.where(F.col("table_root").isin(dry)).select(
+        outcomes = candidates.where(F.col("table_root").isin(dry)).select(
             "table_root", "path", "length", "modificationTime", F.lit("would_delete").alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms"))
-        done = delete_planned(self.spark, candidates.where(F.col("table_root").isin(deleting)), self.options.delete)
+        if deleting:
+            targets = candidates.where(F.col("table_root").isin(deleting))
+            outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete))
         # Deletes must run exactly once: materialize before counting and recording.
-        outcomes = would.unionByName(done).localCheckpoint(eager=True)
+        outcomes = outcomes.localCheckpoint(eager=True)
         for row in outcomes.groupBy("table_root", "action").agg(
             F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
         ).collect():
