@@ -95,18 +95,30 @@ class Replay:
 def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
     """Reconcile the logs of ``segments``; tables whose files cannot be read land in ``failures``."""
     failures: dict[str, str] = {}
-    try:
-        actions = _read_actions(spark, segments).persist(StorageLevel.MEMORY_AND_DISK)
-        for root in _corrupt_tables(actions):  # also materializes the cache: read errors surface here
+    cached: list[DataFrame] = []
+
+    def read(some: list[LogSegment]) -> DataFrame:
+        """Read, cache and materialize; a read that fails leaves nothing cached behind."""
+        frame = None
+        try:
+            frame = _read_actions(spark, some).persist(StorageLevel.MEMORY_AND_DISK)
+            corrupt = _corrupt_tables(frame)  # materializes the cache: read errors surface here
+        except Exception:
+            if frame is not None:
+                frame.unpersist()
+            raise
+        cached.append(frame)
+        for root in corrupt:
             failures[root] = "malformed JSON line"
+        return frame
+
+    try:
+        actions = read(segments)
     except Exception:
         readable = []
         for segment in segments:
             try:
-                one = _read_actions(spark, [segment]).persist(StorageLevel.MEMORY_AND_DISK)
-                if _corrupt_tables(one):
-                    failures[uris.canonical(segment.table_root)] = "malformed JSON line"
-                readable.append(one)
+                readable.append(read([segment]))
             except Exception as exc:
                 failures[uris.canonical(segment.table_root)] = f"cannot read a log file: {first_line(exc)}"
         if not readable:
@@ -117,7 +129,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
     segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
     states = _table_states(actions, segments)
     files = _file_actions(actions).persist(StorageLevel.MEMORY_AND_DISK)
-    return Replay(states, failures, files, (actions, files))
+    return Replay(states, failures, files, (*cached, files))
 
 
 def _read_actions(spark: SparkSession, segments: list[LogSegment]) -> DataFrame:
