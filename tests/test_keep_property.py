@@ -134,7 +134,7 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     replay = replay_logs(spark, [log_segment(Storage(spark), str(root))])
     assert not replay.failures
     df = spark.createDataFrame(rows, "path string, length long, isDir boolean, modificationTime long")
-    plan = plan_tables(spark, df, replay.files, [TablePolicy(f"file://{root}", CUTOFF, ("_p",) if partitioned else (), ())],
+    plan = plan_tables(spark, df, replay.files, [TablePolicy(f"file://{root}", CUTOFF, ("_p",) if partitioned else ())],
                        inventory_as_of_ms=NOW)
     candidates = {r["path"] for r in plan.candidates.collect()}
     plan.release()

@@ -78,7 +78,8 @@ def dv_file(table_root: Column, storage_type: Column, path_or_inline: Column) ->
 
 
 def keep_set(files: DataFrame) -> DataFrame:
-    """``(table_root, path)`` of every data or deletion-vector file the tables still need.
+    """``(table_root, path, live)`` of every data or deletion-vector file the tables still need;
+    ``live`` when the current snapshot needs it, false when only a kept tombstone does.
 
     ``files`` are reconciled actions (see log_replay) with their table's ``cutoff_ms``.
     """
@@ -86,12 +87,13 @@ def keep_set(files: DataFrame) -> DataFrame:
         (F.col("kind") == "add")
         | F.col("deletion_timestamp").isNull()  # a tombstone of unknown age is kept
         | (F.col("deletion_timestamp") >= F.col("cutoff_ms"))
-    )
-    data = needed.select("table_root", "path")
+    ).withColumn("live", F.col("kind") == "add")
+    data = needed.select("table_root", "path", "live")
     vectors = needed.where(F.col("dv_storage_type").isin("u", "p")).select(
-        "table_root", dv_file(F.col("table_root"), F.col("dv_storage_type"), F.col("dv_path_or_inline")).alias("path")
+        "table_root", dv_file(F.col("table_root"), F.col("dv_storage_type"), F.col("dv_path_or_inline")).alias("path"),
+        "live",
     ).where(F.col("path").isNotNull())
-    return data.unionByName(vectors).distinct()
+    return data.unionByName(vectors).groupBy("table_root", "path").agg(F.max("live").alias("live"))
 
 
 def undecodable_vector() -> Column:

@@ -1,14 +1,16 @@
 """Diffing the inventory against the keep sets of many tables in one set of Spark jobs.
 
-Each inventory row is matched to the table whose root is one of its ancestor folders
-(an equi-join on exploded ancestors, so ``t`` never claims ``t_backup/...``), minus
-rows under a Delta table nested inside that root. A matched row is then one of:
-``kept`` (the log needs it), ``hidden``, ``too_recent`` (modified at or after the
-cutoff), ``dir`` (a folder marker) or ``candidate``.
+Each inventory row belongs to the table that owns it (see ownership), so a row under a
+Delta table nested inside a target, or under a neighbour whose name extends it, is
+never the target's. An owned row is then one of: ``kept`` (the log needs it; ``live``
+says whether the current snapshot does or only a tombstone), ``hidden``,
+``too_recent`` (modified at or after the cutoff), ``dir`` (a folder marker) or
+``candidate``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -17,6 +19,7 @@ from pyspark.sql import functions as F
 
 from lakeio import uris
 from vacuum_jobs.keep import hidden, keep_set, undecodable_vector
+from vacuum_jobs.ownership import with_owner
 
 MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report
 
@@ -26,7 +29,6 @@ class TablePolicy:
     table_root: str  # canonical
     cutoff_ms: int
     partition_names: tuple[str, ...]  # logical and physical partition column names
-    nested_roots: tuple[str, ...]  # canonical roots of Delta tables inside this one
 
 
 @dataclass
@@ -54,26 +56,18 @@ class Plan:
 
 
 def plan_tables(
-    spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy], inventory_as_of_ms: int
+    spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
+    inventory_as_of_ms: int, other_roots: Iterable[str] = (),
 ) -> Plan:
-    tables = spark.createDataFrame(
-        [(p.table_root, p.cutoff_ms, list(p.partition_names), list(p.nested_roots)) for p in policies],
-        "table_root string, cutoff_ms long, partition_names array<string>, nested_roots array<string>",
-    )
+    """Classify the current inventory rows owned by ``policies``' tables; ``other_roots`` are
+    every other Delta table root known (nested tables and neighbours own their own rows)."""
+    tables = policy_frame(spark, policies)
     files = files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
-    under = _rows_under_tables(inventory, tables, policies)
-    keep = keep_set(files).withColumn("kept", F.lit(True))
-    relative = F.expr("substring(path, length(table_root) + 2)")
+    rows = inventory.where(F.col("path").isNotNull()).select(
+        uris.canonical_col(F.col("path")).alias("path"), "length", "modificationTime", "isDir")
+    owned = with_owner(rows, [p.table_root for p in policies] + list(other_roots))
     classified = (
-        under.join(keep, ["table_root", "path"], "left")
-        .withColumn(
-            "category",
-            F.when(F.col("isDir"), "dir")
-            .when(F.col("kept"), "kept")
-            .when(hidden(relative, F.col("partition_names")), "hidden")
-            .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")), "too_recent")
-            .otherwise("candidate"),
-        )
+        classify(owned.join(F.broadcast(tables), "table_root"), files)
         .select("table_root", "path", "length", "modificationTime", "category")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -89,23 +83,24 @@ def plan_tables(
     return Plan(plans, candidates, (classified,))
 
 
-def _rows_under_tables(inventory: DataFrame, tables: DataFrame, policies: list[TablePolicy]) -> DataFrame:
-    """Inventory rows (canonical ``path``) paired with the one target table that owns them.
-
-    A root with ``n`` slashes can only own paths whose prefix up to their ``n+1``-th slash
-    is that root, so each row is looked up once per distinct root depth (usually one or two).
-    """
-    rows = inventory.where(F.col("path").isNotNull()).select(
-        uris.canonical_col(F.col("path")).alias("path"), "length", "modificationTime", "isDir"
+def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
+    return spark.createDataFrame(
+        [(p.table_root, p.cutoff_ms, list(p.partition_names)) for p in policies],
+        "table_root string, cutoff_ms long, partition_names array<string>",
     )
-    depths = sorted({p.table_root.count("/") for p in policies})
-    prefixes = F.array(*[F.substring_index(F.col("path"), "/", n + 1) for n in depths])
-    nested = F.exists("nested_roots", lambda n: F.col("path").startswith(F.concat(n, F.lit("/"))))
-    return (
-        rows.select("*", F.explode(F.array_distinct(prefixes)).alias("table_root"))
-        .join(F.broadcast(tables), "table_root")
-        .where(F.col("path") != F.col("table_root"))
-        .where(F.when(F.size("nested_roots") == 0, F.lit(True)).otherwise(~nested))
+
+
+def classify(owned: DataFrame, files: DataFrame) -> DataFrame:
+    """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``partition_names``, ...)
+    plus ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
+    relative = F.expr("substring(path, length(table_root) + 2)")
+    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
+        "category",
+        F.when(F.col("isDir"), "dir")
+        .when(F.col("live").isNotNull(), "kept")
+        .when(hidden(relative, F.col("partition_names")), "hidden")
+        .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")), "too_recent")
+        .otherwise("candidate"),
     )
 
 

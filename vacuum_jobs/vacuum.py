@@ -77,9 +77,9 @@ class BatchVacuum:
         segments = self._find_log_segments(runnable, reports)
         replay = self._replay_logs(segments, reports)
         try:
-            policies = self._apply_gates(runnable, replay, reports, all_roots, now_ms)
+            policies = self._apply_gates(runnable, replay, reports, now_ms)
             if policies:
-                plan = self._plan(inventory, replay, policies, reports)
+                plan = self._plan(inventory, replay, policies, reports, all_roots)
                 try:
                     self._check_plan(plan, reports)
                     self._delete_and_record(run, plan, reports, inventory)
@@ -149,7 +149,7 @@ class BatchVacuum:
             _set(reports, root, "refused", f"unreadable log: {reason}")
         return replay
 
-    def _apply_gates(self, targets, replay, reports, all_roots: list[str], now_ms: int) -> list[TablePolicy]:
+    def _apply_gates(self, targets, replay, reports, now_ms: int) -> list[TablePolicy]:
         policies = []
         for target in targets:
             root = uris.canonical(target.table_root)
@@ -179,13 +179,12 @@ class BatchVacuum:
             cutoff = now_ms - int(hours * MS_PER_HOUR)
             report.retention_hours, report.cutoff = hours, _iso(cutoff)
             report.dry_run = self.options.dry_run or bool(target.dry_run)
-            nested = tuple(r for r in all_roots if uris.is_strictly_under(r, root))
-            policies.append(TablePolicy(root, cutoff, gates.partition_folder_names(state), nested))
+            policies.append(TablePolicy(root, cutoff, gates.partition_folder_names(state)))
         return policies
 
-    def _plan(self, inventory: _Inventory, replay, policies, reports) -> Plan:
+    def _plan(self, inventory: _Inventory, replay, policies, reports, all_roots: list[str]) -> Plan:
         self.progress(f"planning {len(policies)} table(s) against the inventory")
-        plan = plan_tables(self.spark, inventory.current, replay.files, policies, inventory.as_of_ms)
+        plan = plan_tables(self.spark, inventory.current, replay.files, policies, inventory.as_of_ms, all_roots)
         for root, table_plan in plan.tables.items():
             report = reports[root]
             report.counts.update(table_plan.counts)
