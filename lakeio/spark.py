@@ -74,7 +74,7 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     return spark
 
 
-PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs")
+PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports")
 
 
 def _ship_project(spark: SparkSession) -> None:

@@ -16,10 +16,15 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
 
 
 def human_bytes(n: int) -> str:
-    """``1536`` -> ``1.5 KiB``."""
-    size = float(n)
+    """``1536`` -> ``1.5 KiB``; negative for shrinkage."""
+    sign, size = ("-" if n < 0 else ""), float(abs(n))
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+            return f"{sign}{int(size)} B" if unit == "B" else f"{sign}{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters from the left (the end of a path says the most)."""
+    return text if len(text) <= width else "…" + text[-(width - 1):]

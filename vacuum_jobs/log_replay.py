@@ -230,6 +230,7 @@ _FILES_SCHEMA = StructType([
     StructField("deletion_timestamp", LongType()),
     StructField("dv_storage_type", StringType()),
     StructField("dv_path_or_inline", StringType()),
+    StructField("dv_cardinality", LongType()),
 ])
 
 
@@ -246,6 +247,7 @@ def _file_actions(actions: DataFrame) -> DataFrame:
             a["deletionVector"]["storageType"].alias("dv_storage_type"),
             a["deletionVector"]["pathOrInlineDv"].alias("dv_path_or_inline"),
             a["deletionVector"]["offset"].alias("dv_offset"),
+            a["deletionVector"]["cardinality"].alias("dv_cardinality"),
         )
 
     both = side("add").unionByName(side("remove"))
@@ -255,8 +257,14 @@ def _file_actions(actions: DataFrame) -> DataFrame:
     winners = both.withColumn("dv_id", dv_id).withColumn("rank", F.row_number().over(newest)).where("rank = 1")
     return winners.select(
         "table_root", "kind", absolute_path(F.col("table_root"), F.col("raw_path")).alias("path"),
-        "size", "modification_time", "deletion_timestamp", "dv_storage_type", "dv_path_or_inline",
+        "size", "modification_time", "deletion_timestamp", "dv_storage_type", "dv_path_or_inline", "dv_cardinality",
     )
+
+
+def absolute_path_of(table_root: str, log_path: str) -> str:
+    """Python twin of :func:`absolute_path` for one canonical table root."""
+    decoded = uris.decode_log_path(log_path)
+    return uris.canonical(decoded) if uris.scheme_of(log_path) else f"{table_root}/{decoded}"
 
 
 def absolute_path(table_root, log_path):

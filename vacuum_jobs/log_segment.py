@@ -9,6 +9,7 @@ JSON commits after it, which must be contiguous.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lakeio import uris
@@ -42,6 +43,23 @@ def log_segment(storage: Storage, table_root: str) -> LogSegment:
     except Exception as exc:  # permission, throttling, ...
         raise UnreadableLog(f"{log_dir}: cannot list: {str(exc).splitlines()[0][:200]}") from None
     return segment_from_listing(table_root, listing)
+
+
+def log_segments(storage: Storage, table_roots: list[str]) -> tuple[list[LogSegment], dict[str, str]]:
+    """Segments of many tables (one ``_delta_log/`` listing each, several at a time), and
+    ``{table_root: why}`` for those whose log is unreadable."""
+
+    def find(root: str) -> LogSegment | UnreadableLog:
+        try:
+            return log_segment(storage, root)
+        except UnreadableLog as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(find, table_roots))
+    segments = [f for f in found if isinstance(f, LogSegment)]
+    failures = {root: str(f) for root, f in zip(table_roots, found) if isinstance(f, UnreadableLog)}
+    return segments, failures
 
 
 def segment_from_listing(table_root: str, listing: list[FileStatus]) -> LogSegment:

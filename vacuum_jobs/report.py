@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakeio import uris
 from lakeio.delta_write import write_delta
-from lakeio.text import human_bytes
+from lakeio.text import human_bytes, shorten
 
 STATUSES = ("vacuumed", "dry_run", "skipped", "refused", "failed")
 COUNT_FIELDS = (
@@ -80,7 +81,7 @@ class RunReport:
         for r in self.tables:
             c = r.counts
             lines.append(
-                f"{r.status:<9} {_short(r.table.removeprefix(prefix), 40):<40} {c['candidate_files']:>11,} "
+                f"{r.status:<9} {shorten(r.table.removeprefix(prefix), 40):<40} {c['candidate_files']:>11,} "
                 f"{c['deleted_files']:>9,} "
                 f"{human_bytes(c['deleted_bytes'] if not r.dry_run else c['candidate_bytes']):>10} "
                 f"{c['tombstone_files']:>9,} {c['too_recent_files']:>7,} {c['missing_files']:>8,}"
@@ -95,35 +96,43 @@ class RunReport:
         return "\n".join(lines)
 
 
-def write_audit(outcomes: DataFrame, audit_table: str, run_id: str, versions: dict[str, int]) -> None:
-    """Append one row per planned file: what happened to it, when, in which run."""
-    spark = outcomes.sparkSession
-    version_of = spark.createDataFrame(list(versions.items()), "table_root string, table_version long")
-    run_date = datetime.now(timezone.utc).date().isoformat()
-    rows = outcomes.join(F.broadcast(version_of), "table_root", "left").select(
-        F.lit(run_id).alias("run_id"),
-        "table_root",
-        "table_version",
-        "path",
-        "length",
-        "modificationTime",
-        "action",
-        "error",
-        (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
-        F.lit(run_date).cast("date").alias("run_date"),
-    )
-    write_delta(rows, audit_table, ["run_date"], [{"run_date": run_date}], mode="append")
+AUDIT_COLUMNS = (
+    "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
+    "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date"
+)
 
 
-def _common_folder(uris: list[str]) -> str:
+def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_ms: int,
+                outcomes: DataFrame | None) -> None:
+    """Append the run to the audit table: one row per table (``path`` null, ``action``
+    ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
+    when). Erasure evidence reads both."""
+    started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
+    inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
+    per_table = [
+        (run.run_id, uris.canonical(t.table), t.version, None, None, None, f"table_{t.status}", t.reason,
+         started, inventory_day, t.retention_hours, started.date())
+        for t in run.tables
+    ]
+    rows = spark.createDataFrame(per_table, AUDIT_COLUMNS)
+    if outcomes is not None:
+        facts = spark.createDataFrame(
+            [(uris.canonical(t.table), t.version, t.retention_hours) for t in run.tables],
+            "table_root string, table_version long, retention_hours double")
+        rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
+            F.lit(run.run_id).alias("run_id"), "table_root", "table_version", "path", "length",
+            "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
+            F.lit(inventory_day).cast("date").alias("inventory_date"), "retention_hours",
+            F.lit(started.date()).alias("run_date"),
+        ))
+    write_delta(rows, audit_table, ["run_date"], [{"run_date": started.date().isoformat()}], mode="append")
+
+
+def _common_folder(table_uris: list[str]) -> str:
     """The folder all table URIs share (with its trailing slash), or "" when they share none."""
-    if len(uris) < 2 or len({u.split("://", 1)[0] for u in uris}) > 1:
+    if len(table_uris) < 2 or len({u.split("://", 1)[0] for u in table_uris}) > 1:
         return ""
-    common = os.path.commonpath([u.split("://", 1)[-1] for u in uris])
+    common = os.path.commonpath([u.split("://", 1)[-1] for u in table_uris])
     if not common.strip("/"):
         return ""
-    return uris[0][:uris[0].find(common) + len(common)] + "/"
-
-
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1):]
+    return table_uris[0][:table_uris[0].find(common) + len(common)] + "/"

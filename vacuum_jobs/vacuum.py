@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,15 +20,15 @@ from inventory_etl.contract import PARTITION_COLUMNS
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.storage import Storage
+from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
 from vacuum_jobs import gates
 from vacuum_jobs.deleter import ALREADY_ABSENT, DELETED, FAILED, DeleteSettings, delete_planned
 from vacuum_jobs.log_replay import Replay, replay_logs
-from vacuum_jobs.log_segment import LogSegment, UnreadableLog, log_segment
+from vacuum_jobs.log_segment import LogSegment, log_segments
 from vacuum_jobs.plan import Plan, TablePolicy, plan_tables
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 from vacuum_jobs.targets import TableTarget, delta_roots, discovered
 
-MS_PER_HOUR = 3_600_000
 ERROR_SAMPLE = 20
 
 
@@ -60,7 +59,7 @@ class BatchVacuum:
         """Vacuum ``targets``, or every Delta table the inventory shows (filtered by globs) when None."""
         started = time.monotonic()
         now_ms = self.options.now_ms or int(time.time() * 1000)
-        run = RunReport(run_id=str(uuid.uuid4()), started_at=_iso(now_ms),
+        run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
         try:
@@ -76,17 +75,21 @@ class BatchVacuum:
         runnable = self._skip_disabled(targets, reports)
         segments = self._find_log_segments(runnable, reports)
         replay = self._replay_logs(segments, reports)
+        outcomes = None
         try:
             policies = self._apply_gates(runnable, replay, reports, now_ms)
             if policies:
                 plan = self._plan(inventory, replay, policies, reports, all_roots)
                 try:
                     self._check_plan(plan, reports)
-                    self._delete_and_record(run, plan, reports, inventory)
+                    outcomes = self._delete(plan, reports, inventory)
                 finally:
                     plan.release()
         finally:
             replay.release()
+        if self.options.audit_table:
+            self.progress(f"recording {self.options.audit_table}")
+            write_audit(self.spark, self.options.audit_table, run, now_ms, outcomes)
         run.elapsed_seconds = time.monotonic() - started
         return run
 
@@ -101,7 +104,7 @@ class BatchVacuum:
         if day is None or day not in dates:
             raise _RunRefused(f"{table}: no inventory for {day or 'any date'}")
         run.inventory_date = day.isoformat()
-        as_of_ms = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
+        as_of_ms = midnight_utc_ms(day)
         age_hours = (now_ms - as_of_ms) / MS_PER_HOUR
         if age_hours > self.options.max_inventory_age_hours:
             raise _RunRefused(f"inventory of {day} is {age_hours:.0f} h old, more than "
@@ -122,24 +125,13 @@ class BatchVacuum:
         return runnable
 
     def _find_log_segments(self, targets: list[TableTarget], reports: dict[str, TableReport]) -> list[LogSegment]:
-        """One listing of ``_delta_log/`` per table (not of its data), several at a time."""
+        """One listing of ``_delta_log/`` per table (not of its data)."""
         self.progress(f"listing the logs of {len(targets)} table(s)")
-
-        def find(target: TableTarget):
-            try:
-                return log_segment(self.storage, target.table_root)
-            except UnreadableLog as exc:
-                return exc
-
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            found = list(pool.map(find, targets))
-        segments = []
-        for target, result in zip(targets, found):
-            if isinstance(result, UnreadableLog):
-                _set(reports, target.table_root, "refused", f"unreadable log: {result}")
-            else:
-                segments.append(result)
-                reports[uris.canonical(target.table_root)].version = result.version
+        segments, failures = log_segments(self.storage, [t.table_root for t in targets])
+        for root, reason in failures.items():
+            _set(reports, root, "refused", f"unreadable log: {reason}")
+        for segment in segments:
+            reports[uris.canonical(segment.table_root)].version = segment.version
         return segments
 
     def _replay_logs(self, segments: list[LogSegment], reports: dict[str, TableReport]) -> Replay:
@@ -177,7 +169,7 @@ class BatchVacuum:
                                                "pass --force-retention to allow it")
                 continue
             cutoff = now_ms - int(hours * MS_PER_HOUR)
-            report.retention_hours, report.cutoff = hours, _iso(cutoff)
+            report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
             report.dry_run = self.options.dry_run or bool(target.dry_run)
             policies.append(TablePolicy(root, cutoff, gates.partition_folder_names(state)))
         return policies
@@ -206,8 +198,12 @@ class BatchVacuum:
                      f"inventory does not cover this table: it lists {coverage:.0%} of the "
                      f"{table_plan.old_live_files} live file(s) written before it was taken")
 
-    def _delete_and_record(self, run: RunReport, plan: Plan, reports, inventory: _Inventory) -> None:
+    def _delete(self, plan: Plan, reports, inventory: _Inventory) -> DataFrame | None:
+        """Delete (or, in dry runs, only list) the candidates of the tables still pending;
+        the outcomes per file, fixed so that deletes never run twice."""
         planned = [root for root, r in reports.items() if root in plan.tables and r.status == "pending"]
+        if not planned:
+            return None
         deleting = [root for root in planned if not reports[root].dry_run]
         dry = [root for root in planned if reports[root].dry_run]
         candidates = plan.candidates.where(F.col("table_root").isin(planned))
@@ -241,10 +237,7 @@ class BatchVacuum:
                 report.status, report.reason = "failed", f"{report.counts['failed_files']} deletion(s) failed"
             else:
                 report.status = "vacuumed"
-        if self.options.audit_table:
-            self.progress(f"recording {self.options.audit_table}")
-            write_audit(outcomes, self.options.audit_table, run.run_id,
-                        {root: reports[root].version for root in planned})
+        return outcomes
 
 
 @dataclass(frozen=True)
@@ -279,7 +272,3 @@ class _RunRefused(Exception):
 def _set(reports: dict[str, TableReport], root: str, status: str, reason: str) -> None:
     report = reports[uris.canonical(root)]
     report.status, report.reason = status, reason
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,348 @@
+"""Storage chargeback: who stores what, at what cost, from one inventory date and the Delta logs.
+
+Every inventory row of the date lands in exactly one (bucket, table, category, storage
+class) cell, so the cells add up to the inventory's own totals per bucket; the result
+checks that. Categories:
+
+- ``live``: the current snapshot needs it (data files and their deletion vectors);
+- ``time_travel``: only a tombstone younger than the table's retention needs it;
+- ``reclaimable``: what a vacuum with the table's retention would delete now;
+- ``log``: the table's ``_delta_log/``;
+- ``other``: kept by vacuum for other reasons (hidden files such as ``_SUCCESS``, folder
+  markers, files nobody committed that are younger than the retention);
+- ``noncurrent`` and ``delete_marker``: older versions and delete markers (versioned buckets);
+- ``untracked``: current objects under no Delta table (``table`` is null);
+- ``unclassified``: objects of a table whose log could not be read (the reason is reported).
+
+Objects belong to the longest Delta table root above them. The log is read as it is
+now, while the inventory lists objects as of its date.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from inventory_etl.contract import PARTITION_COLUMNS
+from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
+from lakeio import uris
+from lakeio.delta_read import partition_values, read_delta
+from lakeio.storage import Storage
+from lakeio.text import human_bytes, shorten
+from lakeio.times import MS_PER_HOUR, iso_utc
+from vacuum_jobs import gates
+from vacuum_jobs.log_replay import Replay, replay_logs
+from vacuum_jobs.log_segment import log_segments
+from vacuum_jobs.plan import TablePolicy, classify, policy_frame
+from vacuum_jobs.ownership import with_owner
+from vacuum_jobs.targets import delta_roots
+
+CATEGORIES = ("live", "time_travel", "reclaimable", "log", "other", "noncurrent", "delete_marker",
+              "untracked", "unclassified")
+UNKNOWN_CLASS = "UNKNOWN"  # the inventory has no storage class for the object
+
+
+class ChargebackError(Exception):
+    """The inventory cannot answer: no table there, or no such date."""
+
+
+@dataclass
+class ChargebackOptions:
+    inventory_table: str
+    inventory_date: date | None = None  # default: the newest
+    prices: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_USD_PER_GB_MONTH))
+    trend_days: int = 90  # how far back the trend reaches from the inventory date
+    now_ms: int | None = None  # for tests; default: the clock at the start
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Objects and bytes of one (bucket, table, category, storage class)."""
+
+    bucket: str
+    table: str | None  # canonical table root; None when untracked
+    category: str
+    storage_class: str
+    objects: int
+    bytes: int
+    usd_per_month: float | None  # None when the storage class has no price
+
+
+@dataclass
+class TableCharge:
+    """One table's (or one bucket's untracked objects') totals, split by category and class."""
+
+    bucket: str
+    table: str | None
+    objects: int = 0
+    bytes: int = 0
+    usd_per_month: float = 0.0
+    bytes_by_category: dict[str, int] = field(default_factory=dict)
+    objects_by_category: dict[str, int] = field(default_factory=dict)
+    bytes_by_storage_class: dict[str, int] = field(default_factory=dict)
+    growth_bytes: int | None = None  # since the first inventory date of the trend
+    growth_bytes_per_day: float | None = None
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    inventory_date: str
+    bucket: str
+    table: str | None
+    objects: int
+    bytes: int
+
+
+@dataclass
+class ChargebackResult:
+    inventory_table: str
+    inventory_date: str
+    generated_at: str
+    prices: dict[str, float]
+    cells: list[Cell] = field(default_factory=list)
+    bucket_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # from the inventory itself
+    trend: list[TrendPoint] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)  # table root -> why its log could not be read
+    elapsed_seconds: float = 0.0
+
+    @property
+    def unpriced(self) -> list[str]:
+        """Storage classes holding bytes that the price table does not know."""
+        return sorted({c.storage_class for c in self.cells if c.usd_per_month is None and c.bytes})
+
+    @property
+    def balanced(self) -> bool:
+        """Do the cells add up to the inventory's own totals, bucket by bucket?"""
+        sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for cell in self.cells:
+            sums[cell.bucket][0] += cell.objects
+            sums[cell.bucket][1] += cell.bytes
+        return {b: {"objects": o, "bytes": n} for b, (o, n) in sums.items()} == self.bucket_totals
+
+    @property
+    def ok(self) -> bool:
+        return self.balanced and not self.unreadable and not self.unpriced
+
+    def tables(self) -> list[TableCharge]:
+        """Per table (and per bucket for untracked objects), largest first."""
+        found: dict[tuple, TableCharge] = {}
+        for cell in self.cells:
+            charge = found.setdefault((cell.bucket, cell.table), TableCharge(cell.bucket, cell.table))
+            charge.objects += cell.objects
+            charge.bytes += cell.bytes
+            charge.usd_per_month += cell.usd_per_month or 0.0
+            for mapping, key, value in ((charge.bytes_by_category, cell.category, cell.bytes),
+                                        (charge.objects_by_category, cell.category, cell.objects),
+                                        (charge.bytes_by_storage_class, cell.storage_class, cell.bytes)):
+                mapping[key] = mapping.get(key, 0) + value
+        points: dict[tuple, list[TrendPoint]] = defaultdict(list)
+        for point in self.trend:
+            points[(point.bucket, point.table)].append(point)
+        for key, charge in found.items():
+            series = sorted(points.get(key, []), key=lambda p: p.inventory_date)
+            if len(series) >= 2:
+                days = (date.fromisoformat(series[-1].inventory_date) - date.fromisoformat(series[0].inventory_date)).days
+                charge.growth_bytes = series[-1].bytes - series[0].bytes
+                charge.growth_bytes_per_day = charge.growth_bytes / days
+        return sorted(found.values(), key=lambda t: (-t.bytes, t.bucket, t.table or ""))
+
+    def to_dict(self) -> dict:
+        return {
+            "inventory_table": self.inventory_table,
+            "inventory_date": self.inventory_date,
+            "generated_at": self.generated_at,
+            "balanced": self.balanced,
+            "bucket_totals": self.bucket_totals,
+            "unreadable_tables": self.unreadable,
+            "unpriced_storage_classes": self.unpriced,
+            "prices_usd_per_gb_month": self.prices,
+            "tables": [asdict(t) for t in self.tables()],
+            "cells": [asdict(c) for c in self.cells],
+            "trend": [asdict(p) for p in self.trend],
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+        }
+
+    def write_json(self, path: str) -> None:
+        with open(path, "w") as out:
+            json.dump(self.to_dict(), out, indent=2)
+            out.write("\n")
+
+    def write_csv(self, cells_path: str, tables_path: str, trend_path: str) -> None:
+        """Three flat files: every cell, one line per table, and the trend."""
+        with open(cells_path, "w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(["inventory_date", "bucket", "table", "category", "storage_class", "objects", "bytes",
+                             "usd_per_month"])
+            for c in self.cells:
+                writer.writerow([self.inventory_date, c.bucket, c.table or "", c.category, c.storage_class,
+                                 c.objects, c.bytes, "" if c.usd_per_month is None else f"{c.usd_per_month:.6f}"])
+        with open(tables_path, "w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(["inventory_date", "bucket", "table", "objects", "bytes",
+                             *[f"{c}_bytes" for c in CATEGORIES], "usd_per_month", "growth_bytes",
+                             "growth_bytes_per_day"])
+            for t in self.tables():
+                writer.writerow([self.inventory_date, t.bucket, t.table or "", t.objects, t.bytes,
+                                 *[t.bytes_by_category.get(c, 0) for c in CATEGORIES], f"{t.usd_per_month:.6f}",
+                                 "" if t.growth_bytes is None else t.growth_bytes,
+                                 "" if t.growth_bytes_per_day is None else f"{t.growth_bytes_per_day:.1f}"])
+        with open(trend_path, "w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(["inventory_date", "bucket", "table", "objects", "bytes"])
+            for p in self.trend:
+                writer.writerow([p.inventory_date, p.bucket, p.table or "", p.objects, p.bytes])
+
+    def summary(self, top: int = 15) -> str:
+        tables = self.tables()
+        total_bytes = sum(t.bytes for t in tables)
+        total_usd = sum(t.usd_per_month for t in tables)
+        lines = [
+            f"chargeback of {self.inventory_table} as of {self.inventory_date}: {len(tables)} table(s) and "
+            f"untracked areas, {human_bytes(total_bytes)}, ${total_usd:,.2f}/month",
+            f"{'table':<48} {'total':>10} {'live':>10} {'timetravel':>10} {'reclaim':>10} {'noncurr':>10} "
+            f"{'$/month':>10} {'growth/day':>11}",
+        ]
+        for t in tables[:top]:
+            name = t.table or f"(untracked in {t.bucket})"
+            growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day))
+            b = t.bytes_by_category
+            lines.append(
+                f"{shorten(name, 48):<48} {human_bytes(t.bytes):>10} {human_bytes(b.get('live', 0)):>10} "
+                f"{human_bytes(b.get('time_travel', 0)):>10} {human_bytes(b.get('reclaimable', 0)):>10} "
+                f"{human_bytes(b.get('noncurrent', 0)):>10} {t.usd_per_month:>10,.2f} {growth:>11}")
+        if len(tables) > top:
+            lines.append(f"... and {len(tables) - top} more in the CSV/JSON output")
+        lines.append("totals match the inventory, bucket by bucket" if self.balanced
+                     else "ERROR: the split does not add up to the inventory's totals")
+        for root, reason in self.unreadable.items():
+            lines.append(f"unclassified {root}: {reason}")
+        if self.unpriced:
+            lines.append(f"no price for storage class(es) {', '.join(self.unpriced)}: pass --prices")
+        return "\n".join(lines)
+
+
+class Chargeback:
+    """One action: load the inventory date, find the tables, replay their logs, split, price, trend."""
+
+    def __init__(self, spark: SparkSession, options: ChargebackOptions,
+                 progress: Callable[[str], None] = lambda message: None):
+        self.spark = spark
+        self.options = options
+        self.progress = progress
+
+    def execute(self) -> ChargebackResult:
+        started = time.monotonic()
+        now_ms = self.options.now_ms or int(time.time() * 1000)
+        day, dates = self._choose_date()
+        result = ChargebackResult(uris.to_uri(self.options.inventory_table), day.isoformat(),
+                                  iso_utc(now_ms),
+                                  dict(self.options.prices))
+        rows = read_delta(self.spark, self.options.inventory_table, {PARTITION_COLUMNS[0]: day}).select(
+            uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", "modificationTime", "isDir",
+            "is_latest", "is_delete_marker", "storage_class")
+        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
+                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+        roots = delta_roots(current)
+        self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
+        replay = self._replay_logs(roots, result)
+        try:
+            policies = self._policies(replay, result, now_ms)
+            result.cells = self._split(rows, roots, policies, replay)
+        finally:
+            replay.release()
+        result.bucket_totals = self._bucket_totals(rows)
+        result.trend = self._trend(day, dates, roots)
+        result.elapsed_seconds = time.monotonic() - started
+        return result
+
+    def _choose_date(self) -> tuple[date, set[date]]:
+        table = self.options.inventory_table
+        try:
+            dates = partition_values(table, PARTITION_COLUMNS[0])
+        except Exception as exc:
+            raise ChargebackError(str(exc)) from None
+        day = self.options.inventory_date or (max(dates) if dates else None)
+        if day is None or day not in dates:
+            raise ChargebackError(f"{table}: no inventory for {day or 'any date'}")
+        return day, dates
+
+    def _replay_logs(self, roots: list[str], result: ChargebackResult) -> Replay:
+        self.progress(f"replaying {len(roots)} log(s)")
+        segments, failures = log_segments(Storage(self.spark), roots)
+        replay = replay_logs(self.spark, segments)
+        result.unreadable.update(failures)
+        result.unreadable.update(replay.failures)
+        return replay
+
+    def _policies(self, replay: Replay, result: ChargebackResult, now_ms: int) -> list[TablePolicy]:
+        """Each readable table's own retention decides time travel versus reclaimable."""
+        policies = []
+        for root, state in sorted(replay.states.items()):
+            try:
+                hours = gates.table_retention_hours(state)
+            except ValueError as exc:
+                result.unreadable[root] = f"delta.deletedFileRetentionDuration: {exc}"
+                continue
+            policies.append(TablePolicy(root, now_ms - int(hours * MS_PER_HOUR), gates.partition_folder_names(state)))
+        return policies
+
+    def _split(self, rows: DataFrame, roots: list[str], policies: list[TablePolicy], replay: Replay) -> list[Cell]:
+        self.progress("splitting every object by table, category and storage class")
+        tables = policy_frame(self.spark, policies)
+        files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
+        owned = with_owner(rows, roots).join(F.broadcast(tables), "table_root", "left")
+        relative = F.expr("substring(path, length(table_root) + 2)")
+        category = (
+            F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), "delete_marker")
+            .when(~F.coalesce(F.col("is_latest"), F.lit(True)), "noncurrent")
+            .when(F.col("table_root").isNull(), "untracked")
+            .when(F.col("cutoff_ms").isNull(), "unclassified")
+            .when(relative.startswith("_delta_log/"), "log")
+            .when((F.col("category") == "kept") & F.col("live"), "live")
+            .when(F.col("category") == "kept", "time_travel")
+            .when(F.col("category") == "candidate", "reclaimable")
+            .otherwise("other")
+        )
+        split = classify(owned, files).select(
+            "bucket", "table_root", category.alias("charge_category"),
+            F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS)).alias("storage_class"), "length")
+        cells = []
+        for row in split.groupBy("bucket", "table_root", "charge_category", "storage_class").agg(
+            F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
+        ).collect():
+            price = self.options.prices.get(row["storage_class"])
+            cells.append(Cell(row["bucket"], row["table_root"], row["charge_category"], row["storage_class"],
+                              row["objects"], row["bytes"],
+                              None if price is None else monthly_usd(row["bytes"], price)))
+        return sorted(cells, key=lambda c: (c.bucket, c.table or "", CATEGORIES.index(c.category), c.storage_class))
+
+    @staticmethod
+    def _bucket_totals(rows: DataFrame) -> dict[str, dict[str, int]]:
+        return {
+            r["bucket"]: {"objects": r["objects"], "bytes": r["bytes"]}
+            for r in rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("objects"),
+                                                F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()
+        }
+
+    def _trend(self, day: date, dates: set[date], roots: list[str]) -> list[TrendPoint]:
+        """Bytes per table on every inventory date of the window, attributed to today's table roots."""
+        since = day - timedelta(days=self.options.trend_days)
+        window = sorted(d for d in dates if since <= d <= day)
+        self.progress(f"trend over {len(window)} inventory date(s) since {window[0]}")
+        rows = read_delta(self.spark, self.options.inventory_table).where(
+            F.col(PARTITION_COLUMNS[0]).isin(window)).select(
+            uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
+        points = with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(
+            F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"))
+        return sorted(
+            (TrendPoint(r[PARTITION_COLUMNS[0]].isoformat(), r["bucket"], r["table_root"], r["objects"], r["bytes"])
+             for r in points.collect()),
+            key=lambda p: (p.inventory_date, p.bucket, p.table or ""))

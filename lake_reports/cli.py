@@ -1,0 +1,119 @@
+"""``python -m lake_reports``: storage chargeback and erasure evidence.
+
+``chargeback`` writes CSV, JSON and a self-contained HTML report for one inventory date;
+``erasure`` answers when files were physically deleted and which tables can take longer
+than the deadline. Exit status: 0 when all is well; 1 when something could not be
+answered or priced, the split did not add up, or a table is over the erasure deadline;
+2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from lake_reports import html_report
+from lake_reports.chargeback import Chargeback, ChargebackError, ChargebackOptions
+from lake_reports.erasure import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
+from lake_reports.prices import PriceError, load_prices
+from lakeio.cli import add_master_argument, iso_date, progress_printer
+from lakeio.spark import get_spark
+
+OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
+                "chargeback.html")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lake_reports",
+                                     description="Storage chargeback and erasure evidence from the inventory "
+                                                 "table, the Delta logs and the vacuum audit table.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    charge = commands.add_parser("chargeback", help="who stores what, where, at what cost",
+                                 description="Attribute every object of one inventory date to the Delta table "
+                                             "that contains it, split by live / time travel / reclaimable / "
+                                             "log / other / noncurrent / delete markers and storage class, "
+                                             "with monthly cost and growth.")
+    charge.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table (job 1)")
+    charge.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD", help="default: the newest")
+    charge.add_argument("--prices", metavar="FILE",
+                        help="JSON or YAML {storage class: USD per GB-month}; overrides the built-in list prices")
+    charge.add_argument("--trend-days", type=int, default=90, metavar="N",
+                        help="trend over the inventory dates of the last N days (default: 90)")
+    charge.add_argument("--out", required=True, metavar="DIR", help="write " + ", ".join(OUTPUT_FILES) + " here")
+    add_master_argument(charge)
+
+    erasure = commands.add_parser("erasure", help="when was a file physically erased; worst case per table",
+                                  description="Per table: worst-case time from a delete to physical erasure, "
+                                              "and live files carrying deletion vectors. Per file asked: when "
+                                              "a vacuum deleted it, by which run, or why not yet.")
+    erasure.add_argument("--audit-table", required=True, metavar="URI", help="vacuum_jobs' --audit-table")
+    erasure.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table")
+    erasure.add_argument("--path", action="append", default=[], metavar="URI", help="a file to answer for; repeat")
+    erasure.add_argument("--commit", action="append", default=[], metavar="TABLE@VERSION",
+                         help="every file the commit VERSION of TABLE removed (e.g. a DELETE of a person's rows)")
+    erasure.add_argument("--table", action="append", metavar="URI",
+                         help="tables to report on (default: every table in the newest inventory or the audit)")
+    erasure.add_argument("--deadline-days", type=float, default=30.0, metavar="D",
+                         help="flag tables whose worst-case time to erasure exceeds this (default: 30)")
+    erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here")
+    add_master_argument(erasure)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return chargeback(parser, args) if args.command == "chargeback" else erasure(parser, args)
+
+
+def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.trend_days < 0:
+        parser.error("--trend-days must be >= 0")
+    try:
+        prices = load_prices(args.prices)
+    except PriceError as exc:
+        parser.error(str(exc))
+    started = time.monotonic()
+    spark = get_spark("lake_reports.chargeback", args.master)
+    options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
+    try:
+        result = Chargeback(spark, options, progress_printer(started)).execute()
+    except ChargebackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    paths = [os.path.join(args.out, name) for name in OUTPUT_FILES]
+    result.write_json(paths[0])
+    result.write_csv(*paths[1:4])
+    with open(paths[4], "w") as out:
+        out.write(html_report.render(result))
+    print(result.summary())
+    print("wrote " + ", ".join(paths))
+    return 0 if result.ok else 1
+
+
+def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.deadline_days <= 0:
+        parser.error("--deadline-days must be > 0")
+    commits = []
+    for item in args.commit:
+        table, sep, version = item.rpartition("@")
+        if not sep or not table or not version.isdigit():
+            parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
+        commits.append(CommitQuestion(table, int(version)))
+    started = time.monotonic()
+    spark = get_spark("lake_reports.erasure", args.master)
+    options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
+    try:
+        report = ErasureEvidence(spark, options, progress_printer(started)).execute(args.path, commits)
+    except ErasureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    if args.report:
+        with open(args.report, "w") as out:
+            out.write(report.to_json() + "\n")
+    return 0 if report.ok else 1

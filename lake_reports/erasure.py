@@ -1,0 +1,353 @@
+"""Erasure evidence: when was a file physically deleted, and how long can an erasure take.
+
+A privacy delete (GDPR, DPDP) removes rows in a commit, but the files holding them stay
+on storage until a vacuum deletes them. The vacuum audit table records every table of
+every run (``action`` ``table_<status>``) and every planned file; with the table's log
+and the newest inventory that answers, per file:
+
+- ``erased``: a run deleted it (when, which run);
+- ``absent_when_vacuumed``: a run found it already gone (when, which run);
+- ``live``: the current snapshot still references it;
+- ``live_soft_deleted``: still referenced, with a deletion vector hiding the deleted rows:
+  the rows stay on disk until the file is rewritten (``REORG TABLE ... APPLY (PURGE)``);
+- ``within_retention``: tombstoned; vacuum may delete it from the date given;
+- ``delete_failed``: the last attempt failed (error, run);
+- ``gone_unrecorded``: the newest inventory no longer lists it, but no run recorded
+  deleting it (another tool deleted it);
+- ``not_vacuumed_since``: deletable, but no deleting run has reached it yet.
+
+Per table, the worst case from a delete to erasure is the retention, plus the time since
+the last run that deleted (its cadence), plus that run's inventory lag.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from inventory_etl.contract import PARTITION_COLUMNS
+from lakeio import uris
+from lakeio.delta_read import TableNotFound, partition_values, read_delta
+from lakeio.storage import Storage
+from lakeio.text import first_line, human_bytes, shorten
+from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
+from vacuum_jobs import gates
+from vacuum_jobs.log_replay import Replay, absolute_path_of, replay_logs
+from vacuum_jobs.log_segment import log_segments
+from vacuum_jobs.targets import delta_roots
+
+DELETING_RUNS = ("table_vacuumed", "table_failed")  # runs that deleted files (dry runs do not)
+
+
+class ErasureError(Exception):
+    """The audit or inventory table cannot be read."""
+
+
+@dataclass(frozen=True)
+class CommitQuestion:
+    table: str
+    version: int
+
+
+@dataclass
+class ErasureOptions:
+    audit_table: str
+    inventory_table: str
+    deadline_days: float = 30.0
+    tables: list[str] | None = None  # default: every table the newest inventory shows, and every audited one
+    now_ms: int | None = None  # for tests
+
+
+@dataclass
+class TableErasure:
+    table: str
+    retention_hours: float | None = None
+    last_deleting_run: str | None = None
+    last_deleting_run_at: str | None = None
+    last_run_inventory_date: str | None = None
+    inventory_lag_hours: float | None = None
+    worst_case_days: float | None = None  # None: no run has deleted anything in this table
+    over_deadline: bool = True
+    files_with_deletion_vectors: int = 0
+    bytes_with_deletion_vectors: int = 0
+    soft_deleted_rows: int = 0
+    problem: str | None = None
+
+
+@dataclass
+class FileAnswer:
+    path: str
+    table: str | None
+    asked_as: str  # "path", or "<table>@<version>" for a commit's files
+    status: str
+    detail: str
+    when: str | None = None  # erased_at, failed_at, or eligible_from (see status)
+    run_id: str | None = None
+
+
+@dataclass
+class ErasureReport:
+    generated_at: str
+    deadline_days: float
+    tables: list[TableErasure] = field(default_factory=list)
+    answers: list[FileAnswer] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # questions that could not be answered, and why
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and not any(t.over_deadline for t in self.tables)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def summary(self) -> str:
+        lines = [f"erasure evidence at {self.generated_at}, deadline {self.deadline_days:g} days"]
+        if self.tables:
+            lines.append(f"{'':2}{'table':<48} {'retention':>9} {'last run':>20} {'worst case':>11} "
+                         f"{'DV files':>8} {'soft-deleted rows':>17}")
+        for t in self.tables:
+            worst = "never run" if t.worst_case_days is None else f"{t.worst_case_days:.1f} d"
+            retention = ("" if t.retention_hours is None else f"{t.retention_hours:g} h" if t.retention_hours < 48
+                         else f"{t.retention_hours / 24:g} d")
+            lines.append(f"{'!' if t.over_deadline else ' ':2}{shorten(t.table, 48):<48} {retention:>9} "
+                         f"{(t.last_deleting_run_at or '-')[:19]:>20} {worst:>11} "
+                         f"{t.files_with_deletion_vectors:>8,} {t.soft_deleted_rows:>17,}")
+            if t.problem:
+                lines.append(f"{'':4}{t.problem}")
+        over = [t for t in self.tables if t.over_deadline]
+        if over:
+            lines.append(f"{len(over)} table(s) over the {self.deadline_days:g}-day deadline (marked !)")
+        purge = [t for t in self.tables if t.soft_deleted_rows]
+        if purge:
+            lines.append(f"{len(purge)} table(s) keep soft-deleted rows in live files: "
+                         f"{human_bytes(sum(t.bytes_with_deletion_vectors for t in purge))} to rewrite "
+                         "(REORG TABLE ... APPLY (PURGE), then vacuum)")
+        for a in self.answers:
+            lines.append(f"{a.status:<20} {a.path}: {a.detail}")
+        for problem in self.refused:
+            lines.append(f"refused: {problem}")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Question:
+    path: str  # canonical
+    table: str | None
+    asked_as: str
+    removed_at_ms: int | None = None  # from the commit that removed it, when asked by commit
+    soft_deleted: bool = False  # the commit re-added it with a deletion vector
+
+
+class ErasureEvidence:
+    """One action: read the audit, the newest inventory and the logs; answer per table and per file."""
+
+    def __init__(self, spark: SparkSession, options: ErasureOptions,
+                 progress: Callable[[str], None] = lambda message: None):
+        self.spark = spark
+        self.options = options
+        self.progress = progress
+        self.storage = Storage(spark)
+
+    def execute(self, paths: list[str] = (), commits: list[CommitQuestion] = ()) -> ErasureReport:
+        now_ms = self.options.now_ms or int(time.time() * 1000)
+        report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
+        audit = self._read_audit()
+        inventory, inventory_date = self._newest_inventory()
+        known_roots = sorted(set(delta_roots(inventory))
+                             | {r["table_root"] for r in audit.select("table_root").distinct().collect()})
+        scope = ([uris.canonical(uris.to_uri(t)) for t in self.options.tables]
+                 if self.options.tables is not None else known_roots)
+        questions = self._questions(paths, commits, sorted(set(known_roots) | set(scope)), report)
+        roots = sorted(set(scope) | {q.table for q in questions if q.table})
+        replay = self._replay_logs(roots)
+        try:
+            tables = self._tables(roots, replay, audit, now_ms)
+            report.tables = [tables[r] for r in scope]
+            report.answers = self._answers(questions, tables, replay, audit, inventory, inventory_date, now_ms)
+        finally:
+            replay.release()
+        return report
+
+    def _read_audit(self) -> DataFrame:
+        try:
+            return read_delta(self.spark, self.options.audit_table)
+        except TableNotFound:
+            raise ErasureError(f"{self.options.audit_table}: no audit table there (run vacuum_jobs with "
+                               "--audit-table first)") from None
+
+    def _newest_inventory(self) -> tuple[DataFrame, date]:
+        table = self.options.inventory_table
+        try:
+            dates = partition_values(table, PARTITION_COLUMNS[0])
+        except TableNotFound as exc:
+            raise ErasureError(str(exc)) from None
+        if not dates:
+            raise ErasureError(f"{table}: the inventory table is empty")
+        day = max(dates)
+        rows = read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})
+        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
+                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+        return current, day
+
+    def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[_Question]:
+        found = []
+        for path in paths:
+            canonical = uris.canonical(uris.to_uri(path))
+            owners = [r for r in roots if uris.is_strictly_under(canonical, r)]
+            found.append(_Question(canonical, max(owners, key=len) if owners else None, "path"))
+        for commit in commits:
+            try:
+                found += self._commit_files(commit)
+            except ValueError as exc:
+                report.refused.append(str(exc))
+        return found
+
+    def _commit_files(self, commit: CommitQuestion) -> list[_Question]:
+        """The data files a commit removed; those it re-added with a deletion vector stay live."""
+        root = uris.canonical(uris.to_uri(commit.table))
+        log_file = uris.join(root, "_delta_log", f"{commit.version:020d}.json")
+        try:
+            text = self.storage.read_bytes(log_file).decode("utf-8")
+        except Exception as exc:
+            raise ValueError(f"{log_file}: cannot read commit {commit.version} ({first_line(exc, 160)}); "
+                             "log retention may have removed it: ask by file path instead") from None
+        removed: dict[str, int | None] = {}
+        readded: set[str] = set()
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                action = json.loads(line)
+            except ValueError:
+                raise ValueError(f"{log_file}: line {number} is not JSON") from None
+            if "remove" in action:
+                removed[absolute_path_of(root, action["remove"]["path"])] = action["remove"].get("deletionTimestamp")
+            elif "add" in action and action["add"].get("deletionVector"):
+                readded.add(absolute_path_of(root, action["add"]["path"]))
+        if not removed:
+            raise ValueError(f"{log_file}: commit {commit.version} removed no files")
+        asked = f"{commit.table}@{commit.version}"
+        return [_Question(path, root, asked, at, path in readded) for path, at in sorted(removed.items())]
+
+    def _replay_logs(self, roots: list[str]) -> Replay:
+        self.progress(f"replaying {len(roots)} log(s)")
+        segments, failures = log_segments(self.storage, roots)
+        replay = replay_logs(self.spark, segments)
+        replay.failures.update(failures)
+        return replay
+
+    def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
+        tables = {root: TableErasure(root) for root in roots}
+        for root, reason in replay.failures.items():
+            tables[uris.canonical(root)].problem = f"unreadable log: {reason}"
+        for root, state in replay.states.items():
+            try:
+                tables[root].retention_hours = gates.table_retention_hours(state)
+            except ValueError as exc:
+                tables[root].problem = f"delta.deletedFileRetentionDuration: {exc}"
+        newest = (audit.where(F.col("path").isNull() & F.col("action").isin(*DELETING_RUNS))
+                  .groupBy("table_root").agg(F.max_by(F.struct(
+                      "run_id", F.unix_millis("timestamp").alias("at_ms"), "inventory_date", "retention_hours"),
+                      "timestamp").alias("run")))
+        run_at_ms: dict[str, int] = {}
+        for row in newest.where(F.col("table_root").isin(roots)).collect():
+            table, run = tables[row["table_root"]], row["run"]
+            run_ms = run_at_ms[table.table] = run["at_ms"]
+            table.last_deleting_run, table.last_deleting_run_at = run["run_id"], iso_utc(run_ms)
+            table.last_run_inventory_date = run["inventory_date"].isoformat() if run["inventory_date"] else None
+            if run["retention_hours"] is not None:
+                table.retention_hours = run["retention_hours"]
+            if run["inventory_date"] is not None:
+                table.inventory_lag_hours = (run_ms - midnight_utc_ms(run["inventory_date"])) / MS_PER_HOUR
+        deadline_hours = self.options.deadline_days * 24
+        for table in tables.values():
+            if table.last_deleting_run_at is None or table.retention_hours is None:
+                table.over_deadline = True
+                if table.problem is None and table.last_deleting_run_at is None:
+                    table.problem = "no vacuum run has deleted files in this table: erasure is not bounded"
+                continue
+            since_run = (now_ms - run_at_ms[table.table]) / MS_PER_HOUR
+            worst = table.retention_hours + since_run + (table.inventory_lag_hours or 0.0)
+            table.worst_case_days = worst / 24
+            table.over_deadline = worst > deadline_hours or table.problem is not None
+        for row in replay.files.where((F.col("kind") == "add") & F.col("dv_storage_type").isNotNull()).groupBy(
+                "table_root").agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+                                  F.sum("dv_cardinality").alias("rows")).collect():
+            table = tables[row["table_root"]]
+            table.files_with_deletion_vectors = row["files"]
+            table.bytes_with_deletion_vectors = row["bytes"] or 0
+            table.soft_deleted_rows = row["rows"] or 0
+        return tables
+
+    def _answers(self, questions: list[_Question], tables: dict[str, TableErasure], replay: Replay,
+                 audit: DataFrame, inventory: DataFrame, inventory_date: date, now_ms: int) -> list[FileAnswer]:
+        if not questions:
+            return []
+        self.progress(f"answering for {len(questions)} file(s)")
+        asked = self.spark.createDataFrame(sorted({(q.path,) for q in questions}), "path string")
+        trail: dict[str, list] = defaultdict(list)
+        for row in audit.where(F.col("path").isNotNull()).select(
+                uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", "error",
+                F.unix_millis("timestamp").alias("at_ms")).join(F.broadcast(asked), "path").orderBy("at_ms").collect():
+            trail[row["path"]].append(row)
+        in_log: dict[str, list] = defaultdict(list)
+        for row in replay.files.join(F.broadcast(asked), "path").collect():
+            in_log[row["path"]].append(row)
+        listed = {r["path"] for r in inventory.select(uris.canonical_col(F.col("path")).alias("path"))
+                  .join(F.broadcast(asked), "path").collect()}
+        return [self._answer(q, tables.get(q.table), trail[q.path], in_log[q.path], q.path in listed,
+                             inventory_date, now_ms) for q in questions]
+
+    @staticmethod
+    def _answer(q: _Question, table: TableErasure | None, trail: list, log_rows: list, listed: bool,
+                inventory_date: date, now_ms: int) -> FileAnswer:
+        def answer(status: str, detail: str, when: str | None = None, run_id: str | None = None) -> FileAnswer:
+            return FileAnswer(q.path, q.table, q.asked_as, status, detail, when, run_id)
+
+        if q.table is None:
+            return answer("not_in_a_table", "no known Delta table contains this path")
+        gone = [r for r in trail if r["action"] in ("deleted", "already_absent")]
+        if gone:
+            first = gone[0]
+            at = iso_utc(first["at_ms"])
+            if first["action"] == "deleted":
+                return answer("erased", f"deleted at {at} by vacuum run {first['run_id']}", at, first["run_id"])
+            return answer("absent_when_vacuumed", f"already gone when vacuum run {first['run_id']} reached it "
+                                                  f"at {at}", at, first["run_id"])
+        live = [r for r in log_rows if r["kind"] == "add"]
+        if live:
+            if q.soft_deleted or any(r["dv_storage_type"] for r in live):
+                return answer("live_soft_deleted", "still live; a deletion vector hides the deleted rows, which "
+                                                   "stay on disk until the file is rewritten "
+                                                   "(REORG TABLE ... APPLY (PURGE)) and vacuumed")
+            return answer("live", "the table's current snapshot still references this file")
+        removed_ms = q.removed_at_ms or max((r["deletion_timestamp"] for r in log_rows
+                                            if r["deletion_timestamp"] is not None), default=None)
+        retention = table.retention_hours if table else None
+        if removed_ms is not None and retention is not None:
+            eligible_ms = removed_ms + int(retention * MS_PER_HOUR)
+            if eligible_ms > now_ms:
+                return answer("within_retention", f"removed at {iso_utc(removed_ms)}; kept for time travel until "
+                                                  f"{iso_utc(eligible_ms)} ({retention:g} h retention)", iso_utc(eligible_ms))
+        if trail and trail[-1]["action"] == "failed":
+            last = trail[-1]
+            at = iso_utc(last["at_ms"])
+            return answer("delete_failed", f"vacuum run {last['run_id']} failed to delete it at {at}: "
+                                           f"{last['error']}", at, last["run_id"])
+        if not listed:
+            return answer("gone_unrecorded", f"the inventory of {inventory_date} does not list it, but no vacuum "
+                                             "run recorded deleting it (deleted by another tool?)")
+        last_run = (f"the last deleting run was {table.last_deleting_run} at {table.last_deleting_run_at}"
+                    if table and table.last_deleting_run else "no vacuum run has deleted files in this table")
+        planned = [r for r in trail if r["action"] == "would_delete"]
+        dry = f"; dry run {planned[-1]['run_id']} planned it" if planned else ""
+        since = f"deletable since {iso_utc(eligible_ms)}" if removed_ms is not None and retention is not None \
+            else "deletable (no longer referenced by the log)"
+        return answer("not_vacuumed_since", f"{since}; {last_run}{dry}")

@@ -1,0 +1,17 @@
+"""Time as the jobs keep it: epoch milliseconds in UTC, ISO-8601 strings for people."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+MS_PER_HOUR = 3_600_000
+
+
+def iso_utc(ms: int) -> str:
+    """``1700000000000`` -> ``2023-11-14T22:13:20+00:00``."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def midnight_utc_ms(day: date) -> int:
+    """When an inventory of ``day`` was taken, at the latest: S3 lists objects as of about midnight UTC."""
+    return int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
