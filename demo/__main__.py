@@ -18,6 +18,7 @@ from pathlib import Path
 from demo.lake import build_lake
 from inventory_etl.cli import main as inventory_etl
 from inventory_etl.producer import objects_in_folder, write_delivery
+from lake_reports.cli import main as lake_reports
 from lakeio.text import human_bytes
 from vacuum_jobs.cli import main as vacuum_jobs
 
@@ -55,7 +56,11 @@ def main() -> int:
     if code:
         return _fail("ingestion refused a delivery")
 
-    step(4, "job 2, dry run: python -m vacuum_jobs --discover --dry-run")
+    step(4, "chargeback: python -m lake_reports chargeback")
+    if lake_reports(["chargeback", "--inventory-table", inventory, "--out", str(OUTPUT / "chargeback")]):
+        return _fail("the chargeback could not classify or price everything")
+
+    step(5, "job 2, dry run: python -m vacuum_jobs --discover --dry-run")
     dry_report = OUTPUT / "vacuum-dry-run.json"
     common = ["--inventory-table", inventory, "--discover", "--audit-table", str(OUTPUT / "tables" / "vacuum_audit")]
     if vacuum_jobs(common + ["--dry-run", "--report", str(dry_report)]):
@@ -64,12 +69,12 @@ def main() -> int:
     if any(p.exists() is False for p in lake.stale_debris):
         return _fail("a dry run deleted something")
 
-    step(5, "job 2 for real")
+    step(6, "job 2 for real")
     report_file = OUTPUT / "vacuum.json"
     if vacuum_jobs(common + ["--report", str(report_file)]):
         return _fail("the vacuum refused or failed a table")
 
-    step(6, "checking the outcome")
+    step(7, "checking the outcome")
     report = json.loads(report_file.read_text())
     print(f"  {'table':<40} {'reclaimed':>16} {'kept (time travel)':>20} {'too recent':>12}")
     for t in report["tables"]:
@@ -92,7 +97,16 @@ def main() -> int:
     print(f"  every table reads completely: row counts before = after ({sum(rows_after.values())} rows)")
     print(f"  every stale orphan is gone ({report['totals']['deleted_files']} files, "
           f"{human_bytes(report['totals']['deleted_bytes'])}); recent, hidden and out-of-table files are untouched")
-    print(f"\nreports: {report_file}, {dry_report}; audit table: {OUTPUT / 'tables' / 'vacuum_audit'}")
+
+    erased = sorted(lake.stale_debris)[0]
+    step(8, f"erasure evidence: python -m lake_reports erasure --path …/{erased.name}")
+    evidence = OUTPUT / "erasure.json"
+    lake_reports(["erasure", "--audit-table", str(OUTPUT / "tables" / "vacuum_audit"), "--inventory-table", inventory,
+                  "--path", str(erased), "--report", str(evidence)])
+    if json.loads(evidence.read_text())["answers"][0]["status"] != "erased":
+        return _fail(f"no evidence that {erased} was erased")
+    print(f"\nreports: {report_file}, {dry_report}, {evidence}, {OUTPUT / 'chargeback' / 'chargeback.html'}; "
+          f"audit table: {OUTPUT / 'tables' / 'vacuum_audit'}")
     print(f"demo finished in {time.monotonic() - started:.0f} s")
     return 0
 

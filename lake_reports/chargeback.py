@@ -204,14 +204,16 @@ class ChargebackResult:
         tables = self.tables()
         total_bytes = sum(t.bytes for t in tables)
         total_usd = sum(t.usd_per_month for t in tables)
+        prefix = uris.common_folder([t.table for t in tables if t.table])
         lines = [
             f"chargeback of {self.inventory_table} as of {self.inventory_date}: {len(tables)} table(s) and "
-            f"untracked areas, {human_bytes(total_bytes)}, ${total_usd:,.2f}/month",
+            f"untracked areas, {human_bytes(total_bytes)}, ${total_usd:,.2f}/month"
+            + (f"; tables under {prefix}" if prefix else ""),
             f"{'table':<48} {'total':>10} {'live':>10} {'timetravel':>10} {'reclaim':>10} {'noncurr':>10} "
             f"{'$/month':>10} {'growth/day':>11}",
         ]
         for t in tables[:top]:
-            name = t.table or f"(untracked in {t.bucket})"
+            name = t.table.removeprefix(prefix) if t.table else f"(untracked in {t.bucket})"
             growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day))
             b = t.bytes_by_category
             lines.append(

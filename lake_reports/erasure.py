@@ -108,7 +108,9 @@ class ErasureReport:
         return json.dumps(asdict(self), indent=2)
 
     def summary(self) -> str:
-        lines = [f"erasure evidence at {self.generated_at}, deadline {self.deadline_days:g} days"]
+        prefix = uris.common_folder([t.table for t in self.tables])
+        lines = [f"erasure evidence at {self.generated_at}, deadline {self.deadline_days:g} days"
+                 + (f"; tables under {prefix}" if prefix else "")]
         if self.tables:
             lines.append(f"{'':2}{'table':<48} {'retention':>9} {'last run':>20} {'worst case':>11} "
                          f"{'DV files':>8} {'soft-deleted rows':>17}")
@@ -116,7 +118,8 @@ class ErasureReport:
             worst = "never run" if t.worst_case_days is None else f"{t.worst_case_days:.1f} d"
             retention = ("" if t.retention_hours is None else f"{t.retention_hours:g} h" if t.retention_hours < 48
                          else f"{t.retention_hours / 24:g} d")
-            lines.append(f"{'!' if t.over_deadline else ' ':2}{shorten(t.table, 48):<48} {retention:>9} "
+            lines.append(f"{'!' if t.over_deadline else ' ':2}{shorten(t.table.removeprefix(prefix), 48):<48} "
+                         f"{retention:>9} "
                          f"{(t.last_deleting_run_at or '-')[:19]:>20} {worst:>11} "
                          f"{t.files_with_deletion_vectors:>8,} {t.soft_deleted_rows:>17,}")
             if t.problem:

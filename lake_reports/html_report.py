@@ -7,6 +7,7 @@ from collections import defaultdict
 from html import escape
 
 from lake_reports.chargeback import CATEGORIES, ChargebackResult, TableCharge
+from lakeio import uris
 from lakeio.text import human_bytes, shorten
 
 COLOURS = {
@@ -21,6 +22,7 @@ TREND_TABLES = 5
 
 def render(result: ChargebackResult) -> str:
     tables = result.tables()
+    prefix = uris.common_folder([t.table for t in tables if t.table])
     total = sum(t.bytes for t in tables)
     usd = sum(t.usd_per_month for t in tables)
     warnings = [f"{escape(root)}: {escape(reason)}" for root, reason in result.unreadable.items()]
@@ -34,7 +36,7 @@ def render(result: ChargebackResult) -> str:
 <style>
 body {{ font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #1a202c; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
-th, td {{ padding: 3px 8px; border-bottom: 1px solid #e2e8f0; text-align: right; }}
+th, td {{ padding: 3px 8px; border-bottom: 1px solid #e2e8f0; text-align: right; white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; }}
 .warn {{ color: #c53030; }}
 .legend span {{ display: inline-block; margin-right: 1em; }}
@@ -43,23 +45,24 @@ th:first-child, td:first-child {{ text-align: left; }}
 <h1>Storage chargeback</h1>
 <p>Inventory <code>{escape(result.inventory_table)}</code> as of <b>{escape(result.inventory_date)}</b>;
 generated {escape(result.generated_at)}. {len(tables)} table(s) and untracked areas,
-<b>{human_bytes(total)}</b>, <b>${usd:,.2f}</b> per month.</p>
+<b>{human_bytes(total)}</b>, <b>${usd:,.2f}</b> per month.{
+    f" Tables are named relative to <code>{escape(prefix)}</code>." if prefix else ""}</p>
 {"".join(f'<p class="warn">{w}</p>' for w in warnings)}
 <h2>Top tables by bytes</h2>
 {_legend()}
-{_top_tables_chart(tables[:TOP_TABLES])}
+{_top_tables_chart(tables[:TOP_TABLES], prefix)}
 <h2>By storage class</h2>
 {_storage_class_chart(result)}
 <h2>Trend</h2>
-{_trend_chart(result, tables)}
+{_trend_chart(result, tables, prefix)}
 <h2>All tables</h2>
-{_tables_table(tables)}
+{_tables_table(tables, prefix)}
 </body></html>
 """
 
 
-def _name(charge: TableCharge) -> str:
-    return charge.table or f"(untracked in {charge.bucket})"
+def _name(charge: TableCharge, prefix: str = "") -> str:
+    return charge.table.removeprefix(prefix) if charge.table else f"(untracked in {charge.bucket})"
 
 
 def _legend() -> str:
@@ -67,7 +70,7 @@ def _legend() -> str:
     return f'<p class="legend">{items}</p>'
 
 
-def _top_tables_chart(tables: list[TableCharge]) -> str:
+def _top_tables_chart(tables: list[TableCharge], prefix: str) -> str:
     """Horizontal bars, one per table, stacked by category."""
     label_width, bar_width, row = 360, 560, 24
     largest = max((t.bytes for t in tables), default=0) or 1
@@ -75,7 +78,7 @@ def _top_tables_chart(tables: list[TableCharge]) -> str:
     for i, charge in enumerate(tables):
         y = i * row
         parts.append(f'<text x="{label_width - 8}" y="{y + 16}" text-anchor="end" font-size="12">'
-                     f'{escape(shorten(_name(charge), 48))}</text>')
+                     f'{escape(shorten(_name(charge, prefix), 48))}</text>')
         x = float(label_width)
         for category in CATEGORIES:
             width = charge.bytes_by_category.get(category, 0) / largest * bar_width
@@ -112,7 +115,7 @@ def _storage_class_chart(result: ChargebackResult) -> str:
     return _svg("storage-classes", label_width + bar_width + 200, max(len(ordered), 1) * row, parts)
 
 
-def _trend_chart(result: ChargebackResult, tables: list[TableCharge]) -> str:
+def _trend_chart(result: ChargebackResult, tables: list[TableCharge], prefix: str) -> str:
     """Bytes per inventory date of the largest tables, one line each."""
     dates = sorted({p.inventory_date for p in result.trend})
     if len(dates) < 2:
@@ -139,20 +142,20 @@ def _trend_chart(result: ChargebackResult, tables: list[TableCharge]) -> str:
     legend = []
     for colour, (key, points) in zip(SERIES, series.items()):
         line = " ".join(xy(i, points.get(d, 0)) for i, d in enumerate(dates))
-        name = key[1] or f"(untracked in {key[0]})"
+        name = key[1].removeprefix(prefix) if key[1] else f"(untracked in {key[0]})"
         parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2">'
                      f'<title>{escape(name)}</title></polyline>')
         legend.append(f'<span><i style="background:{colour}"></i>{escape(shorten(name, 60))}</span>')
     return f'<p class="legend">{"".join(legend)}</p>' + _svg("trend", width, height, parts)
 
 
-def _tables_table(tables: list[TableCharge]) -> str:
+def _tables_table(tables: list[TableCharge], prefix: str) -> str:
     head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in CATEGORIES)
     rows = []
     for t in tables:
         cells = "".join(f"<td>{human_bytes(t.bytes_by_category.get(c, 0))}</td>" for c in CATEGORIES)
         growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day)) + "/day"
-        rows.append(f"<tr><td>{escape(_name(t))}</td><td>{t.objects:,}</td><td>{human_bytes(t.bytes)}</td>{cells}"
+        rows.append(f"<tr><td>{escape(_name(t, prefix))}</td><td>{t.objects:,}</td><td>{human_bytes(t.bytes)}</td>{cells}"
                     f"<td>${t.usd_per_month:,.2f}</td><td>{growth}</td></tr>")
     return (f"<table><tr><th>table</th><th>objects</th><th>total</th>{head}<th>$/month</th><th>growth</th></tr>"
             + "".join(rows) + "</table>")

@@ -109,3 +109,12 @@ def decode_log_path_col(column):
 
     return F.url_decode(F.replace(column, F.lit("+"), F.lit("%2B")))
 
+
+def common_folder(table_uris: list[str]) -> str:
+    """The folder all table URIs share (with its trailing slash), or "" when they share none."""
+    if len(table_uris) < 2 or len({u.split("://", 1)[0] for u in table_uris}) > 1:
+        return ""
+    common = os.path.commonpath([u.split("://", 1)[-1] for u in table_uris])
+    if not common.strip("/"):
+        return ""
+    return table_uris[0][:table_uris[0].find(common) + len(common)] + "/"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
 
@@ -70,7 +69,7 @@ class RunReport:
     def summary(self) -> str:
         t = self.totals()
         mode = "DRY RUN: nothing deleted" if self.dry_run else "deletions performed"
-        prefix = _common_folder([r.table for r in self.tables])
+        prefix = uris.common_folder([r.table for r in self.tables])
         lines = [
             f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
             f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in STATUSES) + ")"
@@ -126,13 +125,3 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
             F.lit(started.date()).alias("run_date"),
         ))
     write_delta(rows, audit_table, ["run_date"], [{"run_date": started.date().isoformat()}], mode="append")
-
-
-def _common_folder(table_uris: list[str]) -> str:
-    """The folder all table URIs share (with its trailing slash), or "" when they share none."""
-    if len(table_uris) < 2 or len({u.split("://", 1)[0] for u in table_uris}) > 1:
-        return ""
-    common = os.path.commonpath([u.split("://", 1)[-1] for u in table_uris])
-    if not common.strip("/"):
-        return ""
-    return table_uris[0][:table_uris[0].find(common) + len(common)] + "/"
