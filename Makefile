@@ -1,10 +1,11 @@
 # The two set-up commands: `make demo` and `make test`. Each builds .venv on first use.
+# `make package` writes dist/ for spark-submit (see infra/package.py).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench package clean
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -22,5 +23,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+package: $(STAMP)
+	$(PY) -m infra.package --out dist
+
 clean:
-	rm -rf $(VENV) demo-output bench-output .pytest_cache
+	rm -rf $(VENV) demo-output bench-output dist .pytest_cache

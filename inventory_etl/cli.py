@@ -12,7 +12,7 @@ import time
 
 from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
-from lakeio.cli import add_master_argument, iso_date, progress_printer
+from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
 from lakeio.spark import get_spark
 from lakeio.text import human_bytes
 from lakeio.storage import Storage
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     result.elapsed_seconds = time.monotonic() - started
     print(render_summary(result))
     if args.summary_json:
-        with open(args.summary_json, "w") as out:
-            out.write(result.to_json() + "\n")
+        write_text(spark, args.summary_json, result.to_json() + "\n")
     return 1 if result.refused else 0
 
 

@@ -18,7 +18,7 @@ from lake_reports import html_report
 from lake_reports.chargeback import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
-from lakeio.cli import add_master_argument, iso_date, progress_printer
+from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
 from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
@@ -114,6 +114,5 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
     print(report.summary())
     if args.report:
-        with open(args.report, "w") as out:
-            out.write(report.to_json() + "\n")
+        write_text(spark, args.report, report.to_json() + "\n")
     return 0 if report.ok else 1

@@ -71,6 +71,15 @@ class Storage:
         finally:
             stream.close()
 
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """Create or replace one file."""
+        path = self._path(uri)
+        stream = self._fs(path).create(path, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
     def delete(self, uri: str, recursive: bool = False) -> bool:
         path = self._path(uri)
         return bool(self._fs(path).delete(path, recursive))

@@ -1,4 +1,4 @@
-"""Both jobs run under the real spark-submit shipped with pyspark, packages passed with --py-files."""
+"""Both jobs run under the real spark-submit shipped with pyspark, from what ``python -m infra.package`` builds."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,29 +13,21 @@ import pyarrow as pa
 import pyspark
 from deltalake import DeltaTable, write_deltalake
 
+from infra.package import build
 from inventory_etl.producer import objects_in_folder, write_delivery
 
-REPO = Path(__file__).resolve().parents[1]
 SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
 
 
-def package(target: Path) -> Path:
-    with zipfile.ZipFile(target, "w") as archive:
-        for folder in ("lakeio", "inventory_etl", "vacuum_jobs"):
-            for source in (REPO / folder).rglob("*.py"):
-                archive.write(source, source.relative_to(REPO))
-    return target
-
-
-def submit(archive: Path, entry: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def submit(built: dict[str, Path], job: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)  # only what --py-files ships
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", "--py-files", str(archive), str(REPO / entry), *args]
+    command = [str(SPARK_SUBMIT), "--master", "local[2]", "--py-files", str(built["archive"]), str(built[job]), *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_ingest_then_vacuum_through_spark_submit(tmp_path):
-    archive = package(tmp_path / "housekeeping.zip")
+    built = build(tmp_path / "dist")
     bucket = tmp_path / "lake"
     table = bucket / "t"
     write_deltalake(str(table), pa.table({"id": [1, 2]}))
@@ -45,13 +36,15 @@ def test_ingest_then_vacuum_through_spark_submit(tmp_path):
     write_delivery(str(tmp_path / "dest"), "lake", "daily", objects_in_folder(str(bucket)), datetime.now(timezone.utc))
     inventory = tmp_path / "inventory"
 
-    ingested = submit(archive, "inventory_etl/__main__.py", "--inventory-table", str(inventory),
+    ingested = submit(built, "inventory_etl", "--inventory-table", str(inventory),
                       "--inventory-root", str(tmp_path / "dest"), "--path-root", f"lake={bucket}", cwd=tmp_path)
     assert ingested.returncode == 0, ingested.stderr[-3000:]
     assert "1 ingested, 0 refused" in ingested.stdout
 
     report = tmp_path / "report.json"
-    vacuumed = submit(archive, "vacuum_jobs/__main__.py", "--inventory-table", str(inventory), "--table", str(table),
+    tables = tmp_path / "tables.yaml"
+    tables.write_text(f"- table: {table}\n")
+    vacuumed = submit(built, "vacuum_jobs", "--inventory-table", str(inventory), "--tables-file", tables.as_uri(),
                       "--report", str(report), cwd=tmp_path)
     assert vacuumed.returncode == 0, vacuumed.stderr[-3000:]
     assert json.loads(report.read_text())["totals"]["deleted_files"] == 1

@@ -10,8 +10,9 @@ import argparse
 import sys
 import time
 
-from lakeio.cli import add_master_argument, iso_date, progress_printer
+from lakeio.cli import add_master_argument, iso_date, progress_printer, read_text, write_text
 from lakeio.spark import get_spark
+from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.vacuum import BatchVacuum, RunRefused, VacuumOptions
@@ -27,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--table", action="append", metavar="URI", help="a table root; repeat for several")
     which.add_argument("--tables-file", metavar="FILE",
-                       help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table")
+                       help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table "
+                            "(a local path or a URI)")
     which.add_argument("--discover", action="store_true",
                        help="every Delta table root found in the inventory (keys with a _delta_log/ segment)")
     parser.add_argument("--include", action="append", metavar="GLOB", help="with --discover: keep roots matching")
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-retention", action="store_true",
                         help="allow a retention shorter than the table's own setting")
     parser.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
-    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here")
+    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
     parser.add_argument("--min-coverage", type=float, default=0.5, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
@@ -67,13 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--delete-batch-size must be between 1 and 1000")
     if args.retain_hours is not None and args.retain_hours < 0:
         parser.error("--retain-hours must be >= 0")
-    try:
-        targets = (table_targets.from_uris(args.table) if args.table
-                   else table_targets.from_file(args.tables_file) if args.tables_file else None)
-    except table_targets.TargetsError as exc:
-        parser.error(str(exc))
     started = time.monotonic()
     spark = get_spark("vacuum_jobs", args.master)
+    try:
+        text = read_text(spark, args.tables_file) if args.tables_file else None
+        targets = (table_targets.from_uris(args.table) if args.table
+                   else table_targets.from_file(args.tables_file, text) if args.tables_file else None)
+    except table_targets.TargetsError as exc:
+        parser.error(str(exc))
+    except Exception as exc:  # an unreadable --tables-file, local or remote
+        parser.error(f"{args.tables_file}: {first_line(exc)}")
     options = VacuumOptions(
         inventory_table=args.inventory_table,
         inventory_date=args.inventory_date,
@@ -94,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         report, refused = refusal.report, True
     print(report.summary())
     if args.report:
-        with open(args.report, "w") as out:
-            out.write(report.to_json() + "\n")
+        write_text(spark, args.report, report.to_json() + "\n")
     return 0 if report.ok and not refused else 1
 

@@ -39,12 +39,14 @@ def from_uris(table_uris: list[str]) -> list[TableTarget]:
     return _dedupe([TableTarget(uris.to_uri(u)) for u in table_uris])
 
 
-def from_file(path: str) -> list[TableTarget]:
-    try:
-        with open(path) as source:
-            text = source.read()
-    except OSError as exc:
-        raise TargetsError(f"{path}: {exc.strerror}") from None
+def from_file(path: str, text: str | None = None) -> list[TableTarget]:
+    """The tables of a YAML or JSON file; ``text`` is its content when the caller read it already."""
+    if text is None:
+        try:
+            with open(path) as source:
+                text = source.read()
+        except OSError as exc:
+            raise TargetsError(f"{path}: {exc.strerror}") from None
     try:
         doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
