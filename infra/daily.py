@@ -65,8 +65,12 @@ def load_settings(path: str) -> DailySettings:
     missing = {f.name for f in fields(DailySettings) if f.default is MISSING} - set(doc)
     if missing:
         raise SettingsError(f"{path}: missing setting(s) {sorted(missing)}")
+    if not isinstance(doc.get("deletes_enabled", False), bool):
+        raise SettingsError(f"{path}: deletes_enabled must be true or false")
     for name in ("include", "spark_submit"):
         if name in doc:
+            if not isinstance(doc[name], list) or not all(isinstance(item, str) for item in doc[name]):
+                raise SettingsError(f"{path}: {name} must be a list of strings")
             doc[name] = tuple(doc[name])
     return DailySettings(**doc)
 

@@ -9,9 +9,7 @@ the archive classes are not modelled.
 
 from __future__ import annotations
 
-import json
-
-import yaml
+from lakeio.documents import load_document
 
 BYTES_PER_GB = 2 ** 30
 
@@ -38,14 +36,9 @@ def load_prices(path: str | None) -> dict[str, float]:
     if path is None:
         return prices
     try:
-        with open(path) as source:
-            text = source.read()
-    except OSError as exc:
-        raise PriceError(f"{path}: {exc.strerror}") from None
-    try:
-        doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise PriceError(f"{path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}") from None
+        doc = load_document(path)
+    except ValueError as exc:
+        raise PriceError(str(exc)) from None
     if not isinstance(doc, dict):
         raise PriceError(f"{path}: expected a mapping of storage class to USD per GB-month")
     for storage_class, price in doc.items():

@@ -196,6 +196,10 @@ def test_settings_errors_name_the_problem(tmp_path):
     bad.write_text("artifacts: x\n")
     with pytest.raises(daily.SettingsError, match=r"missing setting\(s\) \['archive', 'audit_table'"):
         daily.load_settings(str(bad))
+    example = yaml.safe_load((INFRA / "daily.example.yaml").read_text())
+    bad.write_text(yaml.safe_dump(example | {"deletes_enabled": "yes"}))
+    with pytest.raises(daily.SettingsError, match="deletes_enabled must be true or false"):
+        daily.load_settings(str(bad))
 
 
 class _Recorder:

@@ -13,14 +13,13 @@ list of URIs or of objects::
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass
 
-import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.documents import load_document
 
 
 class TargetsError(ValueError):
@@ -41,16 +40,10 @@ def from_uris(table_uris: list[str]) -> list[TableTarget]:
 
 def from_file(path: str, text: str | None = None) -> list[TableTarget]:
     """The tables of a YAML or JSON file; ``text`` is its content when the caller read it already."""
-    if text is None:
-        try:
-            with open(path) as source:
-                text = source.read()
-        except OSError as exc:
-            raise TargetsError(f"{path}: {exc.strerror}") from None
     try:
-        doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise TargetsError(f"{path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}") from None
+        doc = load_document(path, text)
+    except ValueError as exc:
+        raise TargetsError(str(exc)) from None
     if isinstance(doc, dict) and "tables" in doc:
         doc = doc["tables"]
     if not isinstance(doc, list):
