@@ -306,3 +306,21 @@ def test_erasure_reports_failed_deletes_and_the_cli(spark, lake, tmp_path, capsy
     with pytest.raises(SystemExit) as usage:
         main(["erasure", "--audit-table", audit, "--inventory-table", lake["inventory"], "--commit", "t@x"])
     assert usage.value.code == 2
+
+
+def test_erasure_notices_files_gone_without_a_recorded_run(spark, lake, tmp_path):
+    """C is past its 1-hour retention, no run recorded deleting it, and a newer inventory no longer lists it."""
+    c_key = f"events/{lake['c'].name}"
+    today = datetime.fromtimestamp(lake["now"] / 1000, tz=timezone.utc)
+    manifest = write_delivery(str(tmp_path / "dest"), "lake", "daily", [o for o in lake["objects"] if o.key != c_key],
+                              today, versioned=True)
+    inventory = str(tmp_path / "inventory")
+    assert not IngestInventory(spark, inventory, {"lake": str(lake["bucket"])}).execute([manifest]).refused
+    audit = str(tmp_path / "audit")
+    _run_row(spark, audit, lake["orders"], lake["stale"], "failed", "SlowDown", lake["now"])
+    options = ErasureOptions(audit, inventory, tables=[str(lake["events"])], now_ms=lake["now"] + 2 * MS_PER_HOUR)
+    report = ErasureEvidence(spark, options).execute(paths=[str(lake["c"]), str(lake["d"])])
+    assert [(Path(a.path).name, a.status) for a in report.answers] == [
+        (lake["c"].name, "gone_unrecorded"), (lake["d"].name, "live")]
+    (events,) = report.tables
+    assert events.over_deadline and events.worst_case_days is None and "no vacuum run" in events.problem
