@@ -21,6 +21,7 @@ def main() -> None:
         ("job 2: deltalake FULL vacuum dry run, looped",
          f"{vacuum['delta_rs_full_vacuum_loop_s']:.1f} s ({vacuum['delta_rs_candidates']:,} candidates)"),
         ("job 2: ratio deltalake loop / batch", f"{vacuum['speedup']:.2f}"),
+        ("chargeback of the same lake", f"{vacuum['chargeback_s']:.1f} s"),
         ("job 2: S3 list pages, listing vacuum vs batch (computed)",
          f"{vacuum['s3_list_pages_listing_vacuum']:,} vs {vacuum['s3_list_pages_batch']:,}"),
     ]

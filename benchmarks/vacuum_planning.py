@@ -1,4 +1,5 @@
-"""Job 2 planning speed: one batch dry run over many tables next to delta-rs's FULL vacuum per table.
+"""Job 2 planning speed: one batch dry run over many tables next to delta-rs's FULL vacuum per table;
+and the chargeback of the same lake (which classifies every object the same way).
 
     python -m benchmarks.vacuum_planning [--tables 50] [--files-per-table 20000] [--workdir DIR]
 
@@ -6,7 +7,7 @@ Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-tabl
 about 10% of them orphans (half tombstoned long ago, half never committed), writes
 its S3-style inventory and ingests it; then times, in the same run, the batch dry-run
 plan (inventory + logs, no listing) against ``DeltaTable.vacuum(dry_run=True, full=True)``
-looped over the same tables (which lists every folder).
+looped over the same tables (which lists every folder), and the chargeback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from deltalake import DeltaTable
 
 from inventory_etl.ingest import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
+from lake_reports.chargeback import Chargeback, ChargebackOptions
 from lakeio.spark import get_spark
 from vacuum_jobs.targets import from_uris
 from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
@@ -95,6 +97,14 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         raise SystemExit("benchmark tables were refused: " + "; ".join(t.reason or "" for t in report.tables))
 
     started = time.monotonic()
+    charge = Chargeback(spark, ChargebackOptions(inventory, now_ms=now_ms)).execute()
+    chargeback = time.monotonic() - started
+    reclaimable = sum(c.objects for c in charge.cells if c.category == "reclaimable")
+    if not charge.balanced or reclaimable != report.totals()["candidate_files"]:
+        raise SystemExit(f"chargeback disagrees: {reclaimable} reclaimable, {report.totals()['candidate_files']} "
+                         "candidates" if charge.balanced else "chargeback does not add up")
+
+    started = time.monotonic()
     delta_rs = sum(len(set(DeltaTable(root).vacuum(retention_hours=168, dry_run=True, enforce_retention_duration=False,
                                                    full=True))) for root in roots)
     looped = time.monotonic() - started
@@ -108,6 +118,7 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         "inventory_s": inventoried,
         "batch_dry_run_s": batch,
         "delta_rs_full_vacuum_loop_s": looped,
+        "chargeback_s": chargeback,
         "speedup": looped / batch,
         # What a listing vacuum would ask S3 for (1,000 keys per ListObjectsV2 page, one prefix per table),
         # against this project's one _delta_log listing per table: a computed figure, not a measurement.
@@ -129,6 +140,7 @@ def main() -> None:
     print(f"deltalake FULL vacuum dry run, looped    {f['delta_rs_full_vacuum_loop_s']:7.1f} s  "
           f"{f['delta_rs_candidates']:,} candidates")
     print(f"ratio (deltalake loop / batch)           {f['speedup']:7.2f}")
+    print(f"chargeback of the whole lake             {f['chargeback_s']:7.1f} s  (reclaimable = candidates)")
     print(f"on S3 (computed): a listing vacuum reads >= {f['s3_list_pages_listing_vacuum']:,} ListObjectsV2 pages; "
           f"the batch plan lists only the {f['s3_list_pages_batch']} _delta_log folders")
 
