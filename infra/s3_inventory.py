@@ -79,6 +79,7 @@ class InventorySetup:
         self.s3 = s3
         self.account_id = account_id
         self.dry_run = dry_run
+        self._regions: dict[str, str] = {}
 
     def apply(self, source_buckets: list[str], destination_bucket: str, prefix: str = DEFAULT_PREFIX,
               config_id: str = DEFAULT_CONFIG_ID, all_versions: bool = False) -> list[Change]:
@@ -134,7 +135,10 @@ class InventorySetup:
             return Change(resource, "failed", _error(exc))
 
     def _region(self, bucket: str) -> str:
-        return self.s3.get_bucket_location(Bucket=bucket).get("LocationConstraint") or "us-east-1"
+        if bucket not in self._regions:
+            location = self.s3.get_bucket_location(Bucket=bucket).get("LocationConstraint")
+            self._regions[bucket] = location or "us-east-1"  # S3 answers null for us-east-1
+        return self._regions[bucket]
 
     def _current_configuration(self, bucket: str, config_id: str) -> dict | None:
         try:

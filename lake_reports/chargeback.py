@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from typing import Callable
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -250,17 +251,21 @@ class Chargeback:
         rows = read_delta(self.spark, self.options.inventory_table, {PARTITION_COLUMNS[0]: day}).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", "modificationTime", "isDir",
             "is_latest", "is_delete_marker", "storage_class")
-        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
-                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
-        roots = delta_roots(current)
-        self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
-        replay = self._replay_logs(roots, result)
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read by discovery, the split and the totals
         try:
-            policies = self._policies(replay, result, now_ms)
-            result.cells = self._split(rows, roots, policies, replay)
+            current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
+                                 & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+            roots = delta_roots(current)
+            self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
+            replay = self._replay_logs(roots, result)
+            try:
+                policies = self._policies(replay, result, now_ms)
+                result.cells = self._split(rows, roots, policies, replay)
+            finally:
+                replay.release()
+            result.bucket_totals = self._bucket_totals(rows)
         finally:
-            replay.release()
-        result.bucket_totals = self._bucket_totals(rows)
+            rows.unpersist()
         result.trend = self._trend(day, dates, roots)
         result.elapsed_seconds = time.monotonic() - started
         return result
