@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSON or YAML {storage class: USD per GB-month}; overrides the built-in list prices")
     charge.add_argument("--trend-days", type=int, default=90, metavar="N",
                         help="trend over the inventory dates of the last N days (default: 90)")
-    charge.add_argument("--out", required=True, metavar="DIR", help="write " + ", ".join(OUTPUT_FILES) + " here")
+    charge.add_argument("--out", required=True, metavar="DIR",
+                        help="a local folder to write " + ", ".join(OUTPUT_FILES) + " to")
     add_master_argument(charge)
 
     erasure = commands.add_parser("erasure", help="when was a file physically erased; worst case per table",
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="tables to report on (default: every table in the newest inventory or the audit)")
     erasure.add_argument("--deadline-days", type=float, default=30.0, metavar="D",
                          help="flag tables whose worst-case time to erasure exceeds this (default: 30)")
-    erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here")
+    erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     add_master_argument(erasure)
     return parser
 
