@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     DateType,
@@ -80,3 +82,10 @@ def snake_case(field_name: str) -> str:
     name = field_name.strip()
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
     return name.lower()
+
+
+def current_objects(rows: DataFrame) -> DataFrame:
+    """Inventory rows of objects as they are now: no noncurrent versions, no delete markers
+    (unversioned inventories leave both flags null)."""
+    return rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
+                      & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))

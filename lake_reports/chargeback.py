@@ -32,7 +32,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio import uris
 from lakeio.delta_read import partition_values, read_delta
@@ -253,8 +253,7 @@ class Chargeback:
             "is_latest", "is_delete_marker", "storage_class")
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read by discovery, the split and the totals
         try:
-            current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
-                                 & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+            current = current_objects(rows)
             roots = delta_roots(current)
             self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
             replay = self._replay_logs(roots, result)

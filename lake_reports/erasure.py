@@ -32,7 +32,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.storage import Storage
@@ -194,10 +194,7 @@ class ErasureEvidence:
         if not dates:
             raise ErasureError(f"{table}: the inventory table is empty")
         day = max(dates)
-        rows = read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})
-        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
-                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
-        return current, day
+        return current_objects(read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})), day
 
     def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[_Question]:
         found = []

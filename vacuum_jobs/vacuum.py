@@ -16,7 +16,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.storage import Storage
@@ -111,8 +111,7 @@ class BatchVacuum:
                               f"--max-inventory-age-hours {self.options.max_inventory_age_hours:g}")
         self.progress(f"inventory {table} as of {day}")
         rows = read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})
-        current = rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
-                             & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+        current = current_objects(rows)
         return _Inventory(rows, current, as_of_ms)
 
     def _skip_disabled(self, targets: list[TableTarget], reports: dict[str, TableReport]) -> list[TableTarget]:
