@@ -7,8 +7,9 @@ in its order; the rest carry what S3 Inventory reports and chargeback needs.
 from __future__ import annotations
 
 import re
+from datetime import date
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -19,6 +20,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from lakeio.delta_read import read_delta
 
 PARTITION_COLUMNS = ("inventory_date", "bucket")
 
@@ -89,3 +92,21 @@ def current_objects(rows: DataFrame) -> DataFrame:
     (unversioned inventories leave both flags null)."""
     return rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
                       & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+
+
+OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
+
+
+def read_inventory(spark: SparkSession, table: str, day: date | None = None) -> DataFrame:
+    """The inventory table's rows of ``day`` (every date when None), one row per object."""
+    return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day else None))
+
+
+def one_row_per_object(rows: DataFrame) -> DataFrame:
+    """One row per (inventory date, bucket, key, version): two inventory configurations of a
+    bucket deliver the same object twice. The newest row wins, as in Delta's own inventory
+    vacuum (``maxBy(modificationTime)``); the delivery breaks ties."""
+    others = [c for c in rows.columns if c not in OBJECT_KEY]
+    newest = F.struct(F.col("modificationTime"), F.col("manifest_uri"))
+    return rows.groupBy(*OBJECT_KEY).agg(F.max_by(F.struct(*others), newest).alias("_row")).select(
+        *OBJECT_KEY, "_row.*").select(*rows.columns)

@@ -32,10 +32,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio import uris
-from lakeio.delta_read import partition_values, read_delta
+from lakeio.delta_read import partition_values
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -248,7 +248,7 @@ class Chargeback:
         result = ChargebackResult(uris.to_uri(self.options.inventory_table), day.isoformat(),
                                   iso_utc(now_ms),
                                   dict(self.options.prices))
-        rows = read_delta(self.spark, self.options.inventory_table, {PARTITION_COLUMNS[0]: day}).select(
+        rows = read_inventory(self.spark, self.options.inventory_table, day).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", "modificationTime", "isDir",
             "is_latest", "is_delete_marker", "storage_class")
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read by discovery, the split and the totals
@@ -297,7 +297,10 @@ class Chargeback:
             except ValueError as exc:
                 result.unreadable[root] = f"delta.deletedFileRetentionDuration: {exc}"
                 continue
-            policies.append(TablePolicy(root, now_ms - int(hours * MS_PER_HOUR), gates.partition_folder_names(state)))
+            try:
+                policies.append(TablePolicy.for_state(state, now_ms - int(hours * MS_PER_HOUR)))
+            except ValueError as exc:
+                result.unreadable[root] = str(exc)
         return policies
 
     def _split(self, rows: DataFrame, roots: list[str], policies: list[TablePolicy], replay: Replay) -> list[Cell]:
@@ -343,7 +346,7 @@ class Chargeback:
         since = day - timedelta(days=self.options.trend_days)
         window = sorted(d for d in dates if since <= d <= day)
         self.progress(f"trend over {len(window)} inventory date(s) since {window[0]}")
-        rows = read_delta(self.spark, self.options.inventory_table).where(
+        rows = read_inventory(self.spark, self.options.inventory_table).where(
             F.col(PARTITION_COLUMNS[0]).isin(window)).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
         points = with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(

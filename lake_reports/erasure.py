@@ -32,14 +32,15 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
 from vacuum_jobs import gates
-from vacuum_jobs.log_replay import Replay, absolute_path_of, replay_logs
+from vacuum_jobs.log_paths import UnresolvablePath, resolve
+from vacuum_jobs.log_replay import Replay, replay_logs
 from vacuum_jobs.log_segment import log_segments
 from vacuum_jobs.targets import delta_roots
 
@@ -194,7 +195,7 @@ class ErasureEvidence:
         if not dates:
             raise ErasureError(f"{table}: the inventory table is empty")
         day = max(dates)
-        return current_objects(read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})), day
+        return current_objects(read_inventory(self.spark, table, day)), day
 
     def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[_Question]:
         found = []
@@ -227,10 +228,13 @@ class ErasureEvidence:
                 action = json.loads(line)
             except ValueError:
                 raise ValueError(f"{log_file}: line {number} is not JSON") from None
-            if "remove" in action:
-                removed[absolute_path_of(root, action["remove"]["path"])] = action["remove"].get("deletionTimestamp")
-            elif "add" in action and action["add"].get("deletionVector"):
-                readded.add(absolute_path_of(root, action["add"]["path"]))
+            try:
+                if "remove" in action:
+                    removed[resolve(root, action["remove"]["path"])] = action["remove"].get("deletionTimestamp")
+                elif "add" in action and action["add"].get("deletionVector"):
+                    readded.add(resolve(root, action["add"]["path"]))
+            except UnresolvablePath as exc:
+                raise ValueError(f"{log_file}: line {number}: {exc}") from None
         if not removed:
             raise ValueError(f"{log_file}: commit {commit.version} removed no files")
         asked = f"{commit.table}@{commit.version}"

@@ -1,10 +1,13 @@
 """Property: over generated histories and inventories, no file the table needs is ever a candidate.
 
 Histories are written as real ``_delta_log`` JSON commits (adds, removes, re-adds of a
-removed file, deletion-vector updates, URL-encoded paths); inventories list every file
-ever written, deletion-vector files, hidden files, orphans, and a neighbour table's files,
-with modification times on both sides of the cutoff. A plain-Python model says what
-must be kept; the Spark plan must agree exactly.
+removed file, deletion-vector updates, URL-encoded paths spelled the ways Hadoop ``Path``
+accepts: relative, ``./x``, ``a/../x``, scheme-less absolute, full URI), in tables with
+or without UniForm Iceberg; inventories list every file ever written, deletion-vector
+files, hidden files, Iceberg metadata, orphans, and a neighbour table's files, with
+modification times on both sides of the cutoff, some of them twice (two inventory
+configurations). After planning, another writer may re-add a candidate. A plain-Python
+model says what must be kept; the Spark plan, after its re-check, must agree exactly.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from inventory_etl.contract import one_row_per_object
 from lakeio.storage import Storage
 from vacuum_jobs.keep import dv_relative_path
 from vacuum_jobs.log_replay import replay_logs
 from vacuum_jobs.log_segment import log_segment
 from vacuum_jobs.plan import TablePolicy, plan_tables
+from vacuum_jobs.recheck import recheck_logs
 
 NOW = 1_800_000_000_000
 CUTOFF = NOW - 7 * 86_400_000
@@ -43,6 +48,18 @@ def _z85(data: bytes) -> str:
 dvs = st.one_of(st.none(), st.tuples(st.sampled_from(["", "ab", "zz9"]), st.binary(min_size=16, max_size=16).map(_z85)),
                 st.just("inline"))
 step = st.tuples(st.sampled_from(["add", "remove", "readd", "dv_update"]), folders, names, times, dvs)
+spellings = st.lists(st.sampled_from(["plain", "dot", "dotdot", "absolute", "uri"]), min_size=1, max_size=5)
+
+
+def _spelled(root, path: str, how: str) -> str:
+    """One log spelling of ``path`` (relative to ``root``) that Hadoop ``Path`` resolves to the same file."""
+    return {
+        "plain": quote(path),
+        "dot": "./" + quote(path),
+        "dotdot": "zz/../" + quote(path),
+        "absolute": quote(f"{root}/{path}"),
+        "uri": "file:" + quote(f"{root}/{path}"),
+    }[how]
 
 
 def _dv_json(dv):
@@ -63,8 +80,10 @@ def _dv_file(dv):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(step, min_size=1, max_size=14), orphan_times=st.lists(times, min_size=1, max_size=4),
-       partitioned=st.booleans())
-def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, history, orphan_times, partitioned):
+       partitioned=st.booleans(), spelling=spellings, iceberg=st.booleans(),
+       duplicates=st.lists(times, max_size=4), late_readd=st.booleans())
+def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, history, orphan_times, partitioned,
+                                                      spelling, iceberg, duplicates, late_readd):
     base = tmp_path_factory.mktemp("prop")
     root = base / "t"
     log = root / "_delta_log"
@@ -75,27 +94,33 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     commits = [[{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
                               "writerFeatures": ["deletionVectors"]}},
                 {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": "{}",
-                              "partitionColumns": ["_p"] if partitioned else [], "configuration": {}}}]]
+                              "partitionColumns": ["_p"] if partitioned else [],
+                              "configuration": {"delta.universalFormat.enabledFormats": "iceberg"} if iceberg else {}}}]]
+    spelled: dict[str, str] = {}  # one spelling per file, kept for its whole life (Delta reconciles by spelling)
+
+    def spell(path: str) -> str:
+        return spelled.setdefault(path, _spelled(root, path, spelling[len(spelled) % len(spelling)]))
+
     for op, folder, name, at, dv in history:
         path = folder + name
         actions = []
         if op in ("add", "readd") and (path not in live):
             if op == "readd" and not any(p == path for p, _ in removed):
                 continue
-            actions.append({"add": {"path": quote(path), "size": 10, "modificationTime": at, "dataChange": True,
+            actions.append({"add": {"path": spell(path), "size": 10, "modificationTime": at, "dataChange": True,
                                     "partitionValues": {}, "deletionVector": _dv_json(dv)}})
             live[path] = (dv, at)
             ever.setdefault(path, at)
         elif op == "remove" and path in live:
             old_dv, _ = live.pop(path)
-            actions.append({"remove": {"path": quote(path), "deletionTimestamp": at, "dataChange": True,
+            actions.append({"remove": {"path": spell(path), "deletionTimestamp": at, "dataChange": True,
                                        "deletionVector": _dv_json(old_dv)}})
             removed[(path, _dv_file(old_dv))] = at
         elif op == "dv_update" and path in live and dv not in (None, live[path][0]):
             old_dv, written = live[path]
-            actions.append({"remove": {"path": quote(path), "deletionTimestamp": at, "dataChange": True,
+            actions.append({"remove": {"path": spell(path), "deletionTimestamp": at, "dataChange": True,
                                        "deletionVector": _dv_json(old_dv)}})
-            actions.append({"add": {"path": quote(path), "size": 10, "modificationTime": written, "dataChange": True,
+            actions.append({"add": {"path": spell(path), "size": 10, "modificationTime": written, "dataChange": True,
                                     "partitionValues": {}, "deletionVector": _dv_json(dv)}})
             removed[(path, _dv_file(old_dv))] = at
             live[path] = (dv, written)
@@ -119,27 +144,52 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
         inventory[f"p=1/_SUCCESS{i}"] = t
         inventory[f"_p=x/.crc{i}"] = t
         inventory[f"_change_data/cdc-{i}.parquet"] = t
+        inventory[f"metadata/v{i}.metadata.json"] = t  # Iceberg's, when UniForm writes it; an orphan otherwise
+        inventory[f"p=1/metadata/snap-{i}.avro"] = t
     for file_name in os.listdir(log):
         inventory[f"_delta_log/{file_name}"] = CUTOFF - 10
-    rows = [(f"file://{root}/{p}", 10, False, t) for p, t in inventory.items()]
-    rows += [(f"file://{base}/t_backup/{p}", 10, False, CUTOFF - 10) for p in ("x.parquet", "p=1/y.parquet")]
-    rows += [(f"file://{root}/p=1/", 0, True, CUTOFF - 10)]
+    rows = [(f"file://{root}/{p}", p, t) for p, t in inventory.items()]
+    # A second inventory configuration lists some objects again, seen at another time: the newest row wins.
+    for p, t in zip(sorted(inventory), duplicates):
+        rows.append((f"file://{root}/{p}", p, t))
+        inventory[p] = max(inventory[p], t)
+    rows += [(f"file://{base}/t_backup/{p}", f"t_backup/{p}", CUTOFF - 10) for p in ("x.parquet", "p=1/y.parquet")]
+    inventory_rows = [(path, 10, False, t, "lake", key, None, "2027-01-15", f"manifest-{i}")
+                      for i, (path, key, t) in enumerate(rows)]
+    inventory_rows.append((f"file://{root}/p=1/", 0, True, CUTOFF - 10, "lake", "t/p=1/", None, "2027-01-15", "m"))
 
     def hidden(p):
-        return any(s.startswith(("_", ".")) and s not in ("_change_data",) and not (partitioned and s.startswith("_p="))
-                   for s in p.split("/"))
+        segments = p.split("/")
+        return (any(s.startswith(("_", ".")) and s not in ("_change_data",) and not (partitioned and s.startswith("_p="))
+                    for s in segments)
+                or (iceberg and "metadata" in segments))
 
     expected = {f"file://{root}/{p}" for p, t in inventory.items() if p not in keep and not hidden(p) and t < CUTOFF}
 
+    root_uri = f"file://{root}"
     replay = replay_logs(spark, [log_segment(Storage(spark), str(root))])
     assert not replay.failures
-    df = spark.createDataFrame(rows, "path string, length long, isDir boolean, modificationTime long")
-    plan = plan_tables(spark, df, replay.files, [TablePolicy(f"file://{root}", CUTOFF, ("_p",) if partitioned else ())],
+    df = one_row_per_object(spark.createDataFrame(
+        inventory_rows, "path string, length long, isDir boolean, modificationTime long, bucket string, key string, "
+                        "version_id string, inventory_date string, manifest_uri string"))
+    plan = plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], CUTOFF)],
                        inventory_as_of_ms=NOW)
-    candidates = {r["path"] for r in plan.candidates.collect()}
+    planned = [r["path"] for r in plan.candidates.collect()]
+    assert len(planned) == len(set(planned))  # one row per object, however many configurations listed it
+    assert set(planned) == expected
+    assert not set(planned) & {f"file://{root}/{p}" for p in keep}
+
+    # Another writer commits between planning and deleting: it re-adds (RESTOREs) a planned candidate.
+    readded = sorted(p for p in expected if "/_" not in p and "/." not in p)[:1] if late_readd else []
+    for uri in readded:
+        relative = uri.removeprefix(root_uri + "/")
+        (log / f"{len(commits):020d}.json").write_text(json.dumps(
+            {"add": {"path": spell(relative), "size": 10, "modificationTime": NOW, "dataChange": True,
+                     "partitionValues": {}}}) + "\n")
+    recheck = recheck_logs(spark, Storage(spark), {str(root): len(commits) - 1})
+    assert not recheck.refused
+    deletable = {r["path"] for r in recheck.without_referenced(plan.candidates).collect()}
+    recheck.release()
     plan.release()
     replay.release()
-
-    kept_uris = {f"file://{root}/{p}" for p in keep}
-    assert not candidates & kept_uris
-    assert candidates == expected
+    assert deletable == expected - set(readded)

@@ -39,23 +39,30 @@ def test_spark_twin_of_the_dv_name_agrees_with_python(spark):
     assert {r["id"]: r["name"] for r in rows} == {i: python(i) for i in ids}
 
 
-@pytest.mark.parametrize("path, partitions, expected", [
-    ("part=1/_SUCCESS", ["part"], True),
-    ("part=1/.part-0.crc", ["part"], True),
-    ("_delta_log/00000.json", [], True),
-    ("a/_tmp/b.parquet", [], True),
-    ("_change_data/cdc-0.parquet", [], False),
-    ("_delta_index/x", [], False),
-    ("_change_data2/x", [], True),
-    ("_p=1/a.parquet", ["_p"], False),
-    ("_p=1/a.parquet", ["p"], True),
-    ("_p=1/_SUCCESS", ["_p"], True),
-    ("x_y/z.parquet", [], False),
-    ("part-0.parquet", [], False),
+@pytest.mark.parametrize("path, partitions, names, expected", [
+    ("part=1/_SUCCESS", ["part"], [], True),
+    ("part=1/.part-0.crc", ["part"], [], True),
+    ("_delta_log/00000.json", [], [], True),
+    ("a/_tmp/b.parquet", [], [], True),
+    ("_change_data/cdc-0.parquet", [], [], False),
+    ("_delta_index/x", [], [], False),
+    ("_change_data2/x", [], [], True),
+    ("_p=1/a.parquet", ["_p"], [], False),
+    ("_p=1/a.parquet", ["p"], [], True),
+    ("_p=1/_SUCCESS", ["_p"], [], True),
+    ("x_y/z.parquet", [], [], False),
+    ("part-0.parquet", [], [], False),
+    # UniForm Iceberg: "metadata" is hidden at any depth, file or folder; nothing else is.
+    ("metadata/v1.metadata.json", [], ["metadata"], True),
+    ("p=1/metadata/snap-1.avro", ["p"], ["metadata"], True),
+    ("p=1/metadata", ["p"], ["metadata"], True),
+    ("metadata/v1.metadata.json", [], [], False),
+    ("metadata2/x.parquet", [], ["metadata"], False),
+    ("p=metadata/x.parquet", ["p"], ["metadata"], False),
 ])
-def test_hidden_rule_applies_to_every_segment(spark, path, partitions, expected):
-    row = spark.createDataFrame([(path, partitions)], "rel string, parts array<string>").select(
-        hidden(F.col("rel"), F.col("parts")).alias("h")).first()
+def test_hidden_rule_applies_to_every_segment(spark, path, partitions, names, expected):
+    row = spark.createDataFrame([(path, partitions, names)], "rel string, parts array<string>, names array<string>").select(
+        hidden(F.col("rel"), F.col("parts"), F.col("names")).alias("h")).first()
     assert row["h"] is expected
 
 

@@ -158,6 +158,24 @@ def test_chargeback_splits_every_byte_and_prices_it(spark, lake):
     assert len(dates) == 2
 
 
+def test_two_inventory_configurations_are_charged_once(spark, lake):
+    """A bucket with a daily and a weekly configuration lists every object twice on one date."""
+    today = datetime.fromtimestamp(lake["now"] / 1000, tz=timezone.utc)
+    inventory = lake["root"] / "inventory-two-configs"
+    manifests = [write_delivery(str(lake["root"] / "dest-two"), "lake", config, lake["objects"], today, versioned=True)
+                 for config in ("daily", "weekly")]
+    assert not IngestInventory(spark, str(inventory), {"lake": str(lake["bucket"])}).execute(manifests).refused
+
+    def charge(table: str):
+        return Chargeback(spark, ChargebackOptions(table, prices=load_prices(None) | PRICES,
+                                                   now_ms=lake["now"])).execute()
+
+    twice, once = charge(str(inventory)), charge(lake["inventory"])
+    assert twice.cells == once.cells
+    assert twice.bucket_totals == once.bucket_totals == {
+        "lake": {"objects": len(lake["objects"]), "bytes": sum(o.size or 0 for o in lake["objects"])}}
+
+
 def test_chargeback_cli_writes_csv_json_and_html(spark, lake, tmp_path, capsys):
     prices = tmp_path / "prices.yaml"
     prices.write_text("STANDARD: 2.0\nstandard_ia: 1.0\nGLACIER: 0.5\n")

@@ -77,6 +77,22 @@ def parse_interval_hours(text: str) -> float:
     return hours
 
 
+# UniForm formats and the folder each keeps its metadata in, hidden from vacuum at any depth
+# (DeltaTableUtils.isHiddenDirectory). Hudi's ``.hoodie`` is hidden by its leading dot already.
+UNIFORM_METADATA_FOLDERS = {"iceberg": ("metadata",), "hudi": ()}
+
+
+def uniform_hidden_names(state: TableState) -> tuple[str, ...]:
+    """Folder names the table's UniForm formats keep their metadata in; ValueError for a format
+    we do not know (its metadata would look like orphans)."""
+    text = state.configuration.get("delta.universalFormat.enabledFormats") or ""
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    unknown = sorted(set(formats) - set(UNIFORM_METADATA_FOLDERS))
+    if unknown:
+        raise ValueError(f"unknown UniForm format(s) {', '.join(unknown)} in delta.universalFormat.enabledFormats")
+    return tuple(name for f in formats for name in UNIFORM_METADATA_FOLDERS[f])
+
+
 def partition_folder_names(state: TableState) -> tuple[str, ...]:
     """Logical partition column names plus their column-mapping physical names."""
     names = list(state.partition_columns)

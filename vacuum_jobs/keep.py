@@ -5,7 +5,8 @@
   the z85-encoded id, ``p``: an absolute path, ``i``: inline, no file);
 - everything with a hidden segment (``_x`` or ``.x``) anywhere in its path relative to
   the table root, ``_delta_log/`` included, except ``_change_data``, ``_delta_index``
-  and partition folders ``<partitionColumn>=...``.
+  and partition folders ``<partitionColumn>=...``; with UniForm Iceberg, any segment
+  named ``metadata`` too (Delta's ``DeltaTableUtils.isHiddenDirectory``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import uuid
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakeio import uris
 
 NOT_HIDDEN = ("_change_data", "_delta_index")
 
@@ -69,14 +69,6 @@ def dv_relative_path_col(path_or_inline: Column) -> Column:
     return F.when(valid, F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name)))
 
 
-def dv_file(table_root: Column, storage_type: Column, path_or_inline: Column) -> Column:
-    """The canonical URI of a deletion vector's file, or null when it has none (inline)."""
-    return (
-        F.when(storage_type == "u", F.concat(table_root, F.lit("/"), dv_relative_path_col(path_or_inline)))
-        .when(storage_type == "p", uris.canonical_col(uris.decode_log_path_col(path_or_inline)))
-    )
-
-
 def keep_set(files: DataFrame) -> DataFrame:
     """``(table_root, path, live)`` of every data or deletion-vector file the tables still need;
     ``live`` when the current snapshot needs it, false when only a kept tombstone does.
@@ -89,20 +81,13 @@ def keep_set(files: DataFrame) -> DataFrame:
         | (F.col("deletion_timestamp") >= F.col("cutoff_ms"))
     ).withColumn("live", F.col("kind") == "add")
     data = needed.select("table_root", "path", "live")
-    vectors = needed.where(F.col("dv_storage_type").isin("u", "p")).select(
-        "table_root", dv_file(F.col("table_root"), F.col("dv_storage_type"), F.col("dv_path_or_inline")).alias("path"),
-        "live",
-    ).where(F.col("path").isNotNull())
+    vectors = needed.where(F.col("dv_path").isNotNull()).select("table_root", F.col("dv_path").alias("path"), "live")
     return data.unionByName(vectors).groupBy("table_root", "path").agg(F.max("live").alias("live"))
 
 
-def undecodable_vector() -> Column:
-    """True for a storage type ``u`` deletion vector whose file we cannot name (its id is not z85)."""
-    return (F.col("dv_storage_type") == "u") & dv_relative_path_col(F.col("dv_path_or_inline")).isNull()
-
-
-def hidden(relative_path: Column, partition_columns: Column) -> Column:
-    """True when any segment of the path below the root is hidden (and not exempt).
+def hidden(relative_path: Column, partition_columns: Column, hidden_names: Column) -> Column:
+    """True when any segment of the path below the root is hidden (and not exempt), or is
+    one of the table's ``hidden_names`` (UniForm's metadata folder, at any depth).
 
     A regular expression settles almost every row; only rows that look hidden in a table
     with a partition column starting with ``_`` or ``.`` get the segment-by-segment check.
@@ -116,4 +101,6 @@ def hidden(relative_path: Column, partition_columns: Column) -> Column:
         & ~seg.isin(*NOT_HIDDEN)
         & ~F.exists(partition_columns, lambda col: seg.startswith(F.concat(col, F.lit("=")))),
     )
-    return looks_hidden & F.when(odd_partitions, precise).otherwise(F.lit(True))
+    by_name = F.when(F.size(hidden_names) > 0,
+                     F.exists(F.split(relative_path, "/"), lambda seg: F.array_contains(hidden_names, seg)))
+    return (looks_hidden & F.when(odd_partitions, precise).otherwise(F.lit(True))) | F.coalesce(by_name, F.lit(False))

@@ -3,12 +3,17 @@
 All tables' JSON commits are read in one job and all their checkpoint Parquet in
 another (v2 sidecars in a third), then reconciled per PROTOCOL.md "Action
 Reconciliation": for each (table, path, deletion vector id) the newest action wins.
-If a combined read fails, each table is read alone so that one broken log only
-fails its own table.
+
+Log reads are exact or the table is refused: paths are read literally (no globbing),
+corrupt or missing files are never skipped whatever the cluster sets, every checkpoint
+part and sidecar must yield actions, and every file an action names must resolve (see
+log_paths). If a combined read fails, each table is read alone so that one broken log
+only fails its own table.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import reduce
 
@@ -27,7 +32,11 @@ from pyspark.sql.types import (
 
 from lakeio import uris
 from lakeio.text import first_line
+from vacuum_jobs.keep import dv_relative_path_col
+from vacuum_jobs.log_paths import with_resolved
 from vacuum_jobs.log_segment import LogSegment
+
+KNOWN_DV_STORAGE_TYPES = ("u", "p", "i")  # PROTOCOL.md "Deletion Vector Descriptor Schema"
 
 _DV = StructType([
     StructField("storageType", StringType()),
@@ -92,8 +101,14 @@ class Replay:
             frame.unpersist()
 
 
+# Delta never lets a cluster's spark.sql.files.ignoreCorruptFiles / ignoreMissingFiles skip a
+# log file (DeltaLog.indexToRelation): a skipped checkpoint part would turn live files into orphans.
+_EXACT_READ = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
+
+
 def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
-    """Reconcile the logs of ``segments``; tables whose files cannot be read land in ``failures``."""
+    """Reconcile the logs of ``segments``; tables whose files cannot be read, or whose actions
+    name files we cannot resolve, land in ``failures``."""
     failures: dict[str, str] = {}
     cached: list[DataFrame] = []
 
@@ -101,15 +116,15 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
         """Read, cache and materialize; a read that fails leaves nothing cached behind."""
         frame = None
         try:
-            frame = _read_actions(spark, some).persist(StorageLevel.MEMORY_AND_DISK)
-            corrupt = _corrupt_tables(frame)  # materializes the cache: read errors surface here
+            frame, catalog = _read_actions(spark, some)
+            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+            problems = _read_problems(frame, catalog)  # materializes the cache: read errors surface here
         except Exception:
             if frame is not None:
                 frame.unpersist()
             raise
         cached.append(frame)
-        for root in corrupt:
-            failures[root] = "malformed JSON line"
+        failures.update(problems)
         return frame
 
     try:
@@ -126,41 +141,67 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
         actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), readable)
     if failures:
         actions = actions.where(~F.col("table_root").isin(list(failures)))
+    files = _file_actions(actions).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(files)
+    failures.update(_log_problems(files))
     segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
     states = _table_states(actions, segments)
-    files = _file_actions(actions).persist(StorageLevel.MEMORY_AND_DISK)
-    return Replay(states, failures, files, (*cached, files))
+    files = files.where(~F.col("table_root").isin(list(failures))).drop("problem") if failures else files.drop("problem")
+    return Replay(states, failures, files, tuple(cached))
 
 
-def _read_actions(spark: SparkSession, segments: list[LogSegment]) -> DataFrame:
-    """Every action of every segment with (table_root, version) of the file it came from."""
-    json_files = [(s, v, uri) for s in segments for v, uri in s.commits]
-    json_files += [(s, s.checkpoint_version, uri) for s in segments for uri in s.checkpoint_json]
-    parquet_files = [(s, s.checkpoint_version, uri) for s in segments for uri in s.checkpoint_parquet]
+@dataclass(frozen=True)
+class _LogFile:
+    """One file of a segment, numbered so that every action row can say where it came from."""
+
+    file_id: int
+    uri: str
+    segment: LogSegment
+    version: int
+    needs_rows: bool  # checkpoint parts and sidecars always hold actions: none read means it was skipped
+
+
+def _read_actions(spark: SparkSession, segments: list[LogSegment]) -> tuple[DataFrame, list[_LogFile]]:
+    """Every action of every segment with (table_root, version, file_id) of the file it came from."""
+    json_files = [(s, v, uri, False) for s in segments for v, uri in s.commits]
+    json_files += [(s, s.checkpoint_version, uri, True) for s in segments for uri in s.checkpoint_json]
+    parquet_files = [(s, s.checkpoint_version, uri, True) for s in segments for uri in s.checkpoint_parquet]
+    catalog: list[_LogFile] = []
     frames = []
     if json_files:
-        frames.append(_tagged(spark, json_files, spark.read.schema(_JSON_SCHEMA).option("mode", "PERMISSIVE")
-                              .json([uri for _, _, uri in json_files])))
+        frames.append(_tagged(spark, catalog, json_files, _reader(spark, _JSON_SCHEMA).option("mode", "PERMISSIVE")
+                              .json([_literal(uri) for _, _, uri, _ in json_files])))
     if parquet_files:
-        frames.append(_tagged(spark, parquet_files, spark.read.schema(ACTIONS_SCHEMA)
-                              .parquet(*[uri for _, _, uri in parquet_files])))
+        frames.append(_tagged(spark, catalog, parquet_files, _reader(spark, ACTIONS_SCHEMA)
+                              .parquet(*[_literal(uri) for _, _, uri, _ in parquet_files])))
     actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     sidecars = _sidecar_files(actions, segments)
     if sidecars:
-        sidecar_actions = _tagged(spark, sidecars, spark.read.schema(ACTIONS_SCHEMA)
-                                  .parquet(*[uri for _, _, uri in sidecars]))
+        sidecar_actions = _tagged(spark, catalog, sidecars, _reader(spark, ACTIONS_SCHEMA)
+                                  .parquet(*[_literal(uri) for _, _, uri, _ in sidecars]))
         actions = actions.unionByName(sidecar_actions, allowMissingColumns=True)
-    return actions
+    return actions, catalog
 
 
-def _tagged(spark: SparkSession, files: list, frame: DataFrame) -> DataFrame:
-    """Join each action row to the table and version of the log file it was read from."""
-    catalog = spark.createDataFrame(
-        [(uris.canonical(uri), uris.canonical(s.table_root), int(v)) for s, v, uri in files],
-        "file string, table_root string, version long",
+def _reader(spark: SparkSession, schema: StructType):
+    return spark.read.schema(schema).options(**_EXACT_READ)
+
+
+def _literal(uri: str) -> str:
+    """A path Spark reads as named: Hadoop would expand ``[``, ``{``, ``*``, ``?`` as a glob."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", uri)
+
+
+def _tagged(spark: SparkSession, catalog: list[_LogFile], files: list, frame: DataFrame) -> DataFrame:
+    """Join each action row to the table, version and file id of the log file it was read from."""
+    added = [_LogFile(len(catalog) + i, uri, s, int(v), needs_rows) for i, (s, v, uri, needs_rows) in enumerate(files)]
+    catalog.extend(added)
+    lookup = spark.createDataFrame(
+        [(uris.canonical(f.uri), uris.canonical(f.segment.table_root), f.version, f.file_id) for f in added],
+        "file string, table_root string, version long, file_id int",
     )
     source = uris.canonical_col(uris.decode_log_path_col(F.input_file_name()))
-    return frame.withColumn("file", source).join(F.broadcast(catalog), "file").drop("file")
+    return frame.withColumn("file", source).join(F.broadcast(lookup), "file").drop("file")
 
 
 def _sidecar_files(actions: DataFrame, segments: list[LogSegment]) -> list:
@@ -178,14 +219,25 @@ def _sidecar_files(actions: DataFrame, segments: list[LogSegment]) -> list:
         segment = by_root[row["table_root"]]
         relative = uris.decode_log_path(row["path"])
         uri = relative if uris.scheme_of(relative) else uris.join(segment.table_root, "_delta_log", "_sidecars", relative)
-        found.append((segment, row["version"], uri))
+        found.append((segment, row["version"], uri, True))
     return found
 
 
-def _corrupt_tables(actions: DataFrame) -> list[str]:
-    if "_corrupt_record" not in actions.columns:
-        return []
-    return [r[0] for r in actions.where(F.col("_corrupt_record").isNotNull()).select("table_root").distinct().collect()]
+def _read_problems(actions: DataFrame, catalog: list[_LogFile]) -> dict[str, str]:
+    """Malformed JSON lines, and checkpoint parts or sidecars that yielded no action (skipped,
+    whatever the reason), by table. One pass over the actions, which materializes their cache."""
+    corrupt = F.col("_corrupt_record").isNotNull() if "_corrupt_record" in actions.columns else F.lit(False)
+    seen = {row["file_id"]: row for row in actions.groupBy("file_id").agg(
+        F.count(F.lit(1)).alias("rows"), F.count(F.when(corrupt, 1)).alias("corrupt")).collect()}
+    problems: dict[str, str] = {}
+    for log_file in catalog:
+        root = uris.canonical(log_file.segment.table_root)
+        row = seen.get(log_file.file_id)
+        if row is not None and row["corrupt"]:
+            problems.setdefault(root, f"malformed JSON line in {log_file.uri}")
+        elif row is None and log_file.needs_rows:
+            problems.setdefault(root, f"{log_file.uri}: no actions read from this checkpoint file")
+    return problems
 
 
 def _table_states(actions: DataFrame, segments: list[LogSegment]) -> dict[str, TableState]:
@@ -229,13 +281,15 @@ _FILES_SCHEMA = StructType([
     StructField("modification_time", LongType()),
     StructField("deletion_timestamp", LongType()),
     StructField("dv_storage_type", StringType()),
-    StructField("dv_path_or_inline", StringType()),
+    StructField("dv_path", StringType()),
     StructField("dv_cardinality", LongType()),
 ])
 
 
 def _file_actions(actions: DataFrame) -> DataFrame:
-    """The winning add/remove per (table, path, deletion vector), with absolute decoded paths."""
+    """The winning add/remove per (table, path, deletion vector), with canonical file URIs
+    (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
+    a file it names cannot be resolved, or null."""
 
     def side(kind: str) -> DataFrame:
         a = F.col(kind)
@@ -255,20 +309,32 @@ def _file_actions(actions: DataFrame) -> DataFrame:
     newest = Window.partitionBy("table_root", "raw_path", "dv_id").orderBy(
         F.col("version").desc(), F.when(F.col("kind") == "add", 0).otherwise(1))
     winners = both.withColumn("dv_id", dv_id).withColumn("rank", F.row_number().over(newest)).where("rank = 1")
-    return winners.select(
-        "table_root", "kind", absolute_path(F.col("table_root"), F.col("raw_path")).alias("path"),
-        "size", "modification_time", "deletion_timestamp", "dv_storage_type", "dv_path_or_inline", "dv_cardinality",
+    dv_type, dv_text = F.col("dv_storage_type"), F.col("dv_path_or_inline")
+    files = with_resolved(winners, "table_root", "raw_path", "path")
+    files = with_resolved(files.withColumn("dv_absolute", F.when(dv_type == "p", dv_text)),
+                          "table_root", "dv_absolute", "dv_absolute_path")
+    files = files.withColumn("dv_path", F.when(dv_type == "u", F.concat(
+        F.col("table_root"), F.lit("/"), dv_relative_path_col(dv_text))).when(dv_type == "p", F.col("dv_absolute_path")))
+    files = files.withColumn("problem", F.coalesce(
+        F.col("path_problem"),
+        F.col("dv_absolute_path_problem"),
+        F.when((dv_type == "u") & F.col("dv_path").isNull(),
+               F.concat(F.lit("deletion vector id '"), dv_text, F.lit("' is not valid z85"))),
+        F.when(~dv_type.isin(*KNOWN_DV_STORAGE_TYPES),
+               F.concat(F.lit("unknown deletion vector storage type '"), dv_type, F.lit("'"))),
+    ))
+    return files.select(
+        "table_root", "kind", "path", "size", "modification_time", "deletion_timestamp",
+        "dv_storage_type", "dv_path", "dv_cardinality",
+        F.when(F.col("problem").isNotNull(), F.concat(
+            F.lit("version "), F.col("version").cast("string"), F.lit(": "), F.col("problem"))).alias("problem"),
     )
 
 
-def absolute_path_of(table_root: str, log_path: str) -> str:
-    """Python twin of :func:`absolute_path` for one canonical table root."""
-    decoded = uris.decode_log_path(log_path)
-    return uris.canonical(decoded) if uris.scheme_of(log_path) else f"{table_root}/{decoded}"
-
-
-def absolute_path(table_root, log_path):
-    """A log path (URL-encoded, relative or absolute) as a canonical decoded URI."""
-    decoded = uris.decode_log_path_col(log_path)
-    is_absolute = log_path.rlike(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-    return F.when(is_absolute, uris.canonical_col(decoded)).otherwise(F.concat(table_root, F.lit("/"), decoded))
+def _log_problems(files: DataFrame) -> dict[str, str]:
+    """``{table_root: why}`` for tables whose actions name a file we cannot resolve: one example each."""
+    return {
+        row["table_root"]: f"{row['n']} action(s) name a file that cannot be resolved, e.g. {row['problem']}"
+        for row in files.where(F.col("problem").isNotNull()).groupBy("table_root").agg(
+            F.count(F.lit(1)).alias("n"), F.min("problem").alias("problem")).collect()
+    }

@@ -18,6 +18,7 @@ COUNT_FIELDS = (
     "live_files", "live_bytes", "tombstone_files", "tombstone_bytes", "candidate_files", "candidate_bytes",
     "deleted_files", "deleted_bytes", "already_absent_files", "already_absent_bytes", "failed_files",
     "failed_bytes", "missing_files", "too_recent_files", "too_recent_bytes", "hidden_files", "hidden_bytes",
+    "named_since_planning_files",  # candidates a commit made after planning named again: kept
 )
 
 

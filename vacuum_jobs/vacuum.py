@@ -1,7 +1,7 @@
 """Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
 
 Steps, each a method: load the inventory, resolve the tables, find their log segments,
-replay the logs, apply the gates, plan, check the plan, delete, record. One table's
+replay the logs, apply the gates, plan, check the plan, re-check the logs, delete, record. One table's
 problem never stops the others; its report says why.
 """
 
@@ -16,9 +16,9 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
 from lakeio import uris
-from lakeio.delta_read import TableNotFound, partition_values, read_delta
+from lakeio.delta_read import TableNotFound, partition_values
 from lakeio.storage import Storage
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
 from vacuum_jobs import gates
@@ -26,6 +26,7 @@ from vacuum_jobs.deleter import ALREADY_ABSENT, DELETED, FAILED, DeleteSettings,
 from vacuum_jobs.log_replay import Replay, replay_logs
 from vacuum_jobs.log_segment import LogSegment, log_segments
 from vacuum_jobs.plan import Plan, TablePolicy, plan_tables
+from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 from vacuum_jobs.targets import TableTarget, delta_roots, discovered
 
@@ -110,7 +111,7 @@ class BatchVacuum:
             raise _RunRefused(f"inventory of {day} is {age_hours:.0f} h old, more than "
                               f"--max-inventory-age-hours {self.options.max_inventory_age_hours:g}")
         self.progress(f"inventory {table} as of {day}")
-        rows = read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day})
+        rows = read_inventory(self.spark, table, day)
         current = current_objects(rows)
         return _Inventory(rows, current, as_of_ms)
 
@@ -168,9 +169,14 @@ class BatchVacuum:
                                                "pass --force-retention to allow it")
                 continue
             cutoff = now_ms - int(hours * MS_PER_HOUR)
+            try:
+                policy = TablePolicy.for_state(state, cutoff)
+            except ValueError as exc:
+                _set(reports, root, "refused", str(exc))
+                continue
             report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
             report.dry_run = self.options.dry_run or bool(target.dry_run)
-            policies.append(TablePolicy(root, cutoff, gates.partition_folder_names(state)))
+            policies.append(policy)
         return policies
 
     def _plan(self, inventory: _Inventory, replay, policies, reports, all_roots: list[str]) -> Plan:
@@ -184,13 +190,8 @@ class BatchVacuum:
         return plan
 
     def _check_plan(self, plan: Plan, reports: dict[str, TableReport]) -> None:
-        """Refuse tables whose plan cannot be trusted: uncovered by the inventory, or unreadable DV ids."""
+        """Refuse tables whose plan cannot be trusted: the inventory does not cover them."""
         for root, table_plan in plan.tables.items():
-            bad_vectors = table_plan.counts.get("undecodable_deletion_vectors", 0)
-            if bad_vectors:
-                _set(reports, root, "refused", f"{bad_vectors} deletion vector id(s) are not valid z85: "
-                                               "cannot tell which files they need")
-                continue
             coverage = table_plan.coverage
             if coverage is not None and coverage < self.options.min_coverage:
                 _set(reports, root, "refused",
@@ -200,12 +201,37 @@ class BatchVacuum:
     def _delete(self, plan: Plan, reports, inventory: _Inventory) -> DataFrame | None:
         """Delete (or, in dry runs, only list) the candidates of the tables still pending;
         the outcomes per file, fixed so that deletes never run twice."""
+        pending = [root for root, r in reports.items() if root in plan.tables and r.status == "pending"]
+        recheck = self._recheck_logs(plan, [root for root in pending if not reports[root].dry_run], reports)
+        try:
+            return self._delete_rechecked(plan, reports, inventory, recheck)
+        finally:
+            recheck.release()
+
+    def _recheck_logs(self, plan: Plan, deleting: list[str], reports: dict[str, TableReport]) -> Recheck:
+        """List the logs of the tables about to be deleted in once more; what was committed since
+        planning is kept (see recheck), a table whose change we cannot follow deletes nothing."""
+        if not deleting:
+            return Recheck()
+        self.progress(f"checking {len(deleting)} log(s) again before deleting")
+        recheck = recheck_logs(self.spark, self.storage, {reports[r].table: reports[r].version for r in deleting})
+        for root, reason in recheck.refused.items():
+            _set(reports, root, "refused", reason)
+        if recheck.referenced is not None:
+            named = plan.candidates.join(recheck.referenced, ["table_root", "path"], "left_semi")
+            for row in named.groupBy("table_root").count().collect():
+                reports[row["table_root"]].counts["named_since_planning_files"] = row["count"]
+        for root, (before, now) in recheck.moved.items():
+            self.progress(f"{reports[root].table} moved from version {before} to {now} since planning")
+        return recheck
+
+    def _delete_rechecked(self, plan: Plan, reports, inventory: _Inventory, recheck: Recheck) -> DataFrame | None:
         planned = [root for root, r in reports.items() if root in plan.tables and r.status == "pending"]
         if not planned:
             return None
         deleting = [root for root in planned if not reports[root].dry_run]
         dry = [root for root in planned if reports[root].dry_run]
-        candidates = plan.candidates.where(F.col("table_root").isin(planned))
+        candidates = recheck.without_referenced(plan.candidates.where(F.col("table_root").isin(planned)))
         if self.options.delete.purge_versions and deleting:
             candidates = _with_versions(candidates, inventory.all_versions)
         self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")

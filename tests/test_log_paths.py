@@ -1,0 +1,50 @@
+"""Log paths resolve as Hadoop ``Path`` resolves them, in Python and in Spark alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from vacuum_jobs.log_paths import UnresolvablePath, resolve, with_resolved
+
+CASES = [
+    # (table root, path as the log spells it, the file it names or None when the table must be refused)
+    ("file:///tmp/t", "a%20b/x.parquet", "file:///tmp/t/a b/x.parquet"),
+    ("file:///tmp/t", "x+y.parquet", "file:///tmp/t/x+y.parquet"),
+    ("file:///tmp/t", "./x", "file:///tmp/t/x"),
+    ("file:///tmp/t", "p/../x", "file:///tmp/t/x"),
+    ("file:///tmp/t", "a//b/", "file:///tmp/t/a/b"),
+    ("file:///tmp/t", "/tmp/t/y", "file:///tmp/t/y"),  # scheme-less absolute: the table's scheme
+    ("file:///tmp/t", "/elsewhere/z", "file:///elsewhere/z"),  # resolvable, outside the table
+    ("file:///tmp/t", "../u/v", "file:///tmp/u/v"),
+    ("file:///tmp/t", "file:/tmp/t/q", "file:///tmp/t/q"),
+    ("file:///tmp/t", "file:///tmp/t/q%25", "file:///tmp/t/q%"),
+    ("file:///tmp/t", "100%.parquet", None),  # malformed escape
+    ("file:///tmp/t", "../../../../x", None),  # above the root
+    ("file:///tmp/t", "s3://b/t/x", None),  # another store
+    ("s3://bkt/w/t", "a", "s3://bkt/w/t/a"),
+    ("s3://bkt/w/t", "/w/t/b", "s3://bkt/w/t/b"),
+    ("s3://bkt/w/t", "s3a://bkt/w/t/c", "s3://bkt/w/t/c"),
+    ("s3://bkt/w/t", "./../t/./d", "s3://bkt/w/t/d"),
+    ("s3://bkt/w/t", "s3://other/w/t/c", None),  # another bucket could be an access-point alias
+    ("s3://bkt/w/t", "dbfs:/mnt/x", None),  # a mount could be this very bucket
+]
+
+
+@pytest.mark.parametrize("root, log_path, expected", CASES)
+def test_python_resolution(root, log_path, expected):
+    if expected is None:
+        with pytest.raises(UnresolvablePath):
+            resolve(root, log_path)
+    else:
+        assert resolve(root, log_path) == expected
+
+
+def test_spark_twin_agrees_and_names_the_problem(spark):
+    frame = spark.createDataFrame([(r, p) for r, p, _ in CASES] + [("s3://b/t", None)], "root string, p string")
+    rows = with_resolved(frame, "root", "p", "path").collect()
+    assert [(r["path"]) for r in rows] == [e for _, _, e in CASES] + [None]
+    for row, (_, log_path, expected) in zip(rows, CASES):
+        assert (row["path_problem"] is None) == (expected is not None)
+        if expected is None:
+            assert row["path_problem"].startswith(f"'{log_path}': ")
+    assert rows[-1]["path_problem"] is None  # no path (an inline deletion vector): nothing to resolve

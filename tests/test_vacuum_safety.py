@@ -1,0 +1,221 @@
+"""Job 2 never deletes a file a table needs, and one odd table never stops the others.
+
+One lake holds every trap we know of beside healthy tables; its inventory comes from two
+inventory configurations, so every object is listed twice. A second test commits to a
+table between planning and deleting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from inventory_etl.ingest import IngestInventory
+from inventory_etl.producer import objects_in_folder, write_delivery
+from tests.conftest import GOLDEN
+from tests.lakes import by_table, inventory_of
+from vacuum_jobs.cli import main
+from vacuum_jobs.targets import from_uris
+from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+
+OLD = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
+
+
+def _log(table: Path, version: int) -> Path:
+    return table / "_delta_log" / f"{version:020d}.json"
+
+
+def _edit_commit(table: Path, version: int, edit) -> None:
+    """Rewrite one commit, action by action (``edit`` returns the new action)."""
+    lines = [json.loads(line) for line in _log(table, version).read_text().splitlines() if line.strip()]
+    _log(table, version).write_text("".join(json.dumps(edit(a)) + "\n" for a in lines))
+
+
+def _commit(table: Path, actions: list[dict]) -> None:
+    version = DeltaTable(str(table)).version() + 1 if (table / "_delta_log").is_dir() else 0
+    _log(table, version).write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def _table(path: Path, appends: int = 1, **kwargs) -> Path:
+    for i in range(appends):
+        write_deltalake(str(path), pa.table({"id": [i]}), mode="append", **kwargs)
+    return path
+
+
+def _orphan(table: Path, name: str = "orphan.parquet") -> Path:
+    path = table / name
+    path.write_bytes(b"written by a job that never committed")
+    return path
+
+
+def _data_files(table: Path) -> list[str]:
+    return sorted(p.name for p in table.glob("*.parquet"))
+
+
+def _with_uniform_iceberg(action: dict) -> dict:
+    if "metaData" in action:
+        action["metaData"]["configuration"]["delta.universalFormat.enabledFormats"] = "iceberg"
+    return action
+
+
+def test_a_lake_of_traps(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    healthy = _table(bucket / "healthy", 2)
+    orphans = {_orphan(healthy)}
+
+    # 1. UniForm Iceberg: metadata/ at any depth is Iceberg's, not an orphan.
+    uniform = _table(bucket / "uniform", 2)
+    _edit_commit(uniform, 0, _with_uniform_iceberg)
+    (uniform / "metadata").mkdir()
+    iceberg_files = [uniform / "metadata" / "v1.metadata.json", uniform / "metadata" / "snap-1.avro"]
+    for path in iceberg_files:
+        path.write_text("{}")
+    orphans.add(_orphan(uniform))
+
+    # 3. Live files spelled as a scheme-less absolute path and as ./x.
+    spelled = _table(bucket / "spelled", 2)
+    first, second = _data_files(spelled)
+    _edit_commit(spelled, 0, lambda a: {"add": {**a["add"], "path": quote(f"{spelled}/{first}")}} if "add" in a else a)
+    _edit_commit(spelled, 1, lambda a: {"add": {**a["add"], "path": "./" + a["add"]["path"]}} if "add" in a else a)
+    orphans.add(_orphan(spelled))
+
+    # 9. A shallow clone: its log adds the source table's files by absolute URI.
+    source = _table(bucket / "source", 2)
+    source_orphan = _orphan(source)  # the source is not vacuumed in this run: its orphan stays
+    clone = _table(bucket / "clone", 1)
+    _commit(clone, [{"add": {"path": f"file://{source}/{name}", "size": 1, "modificationTime": 1_600_000_000_000,
+                             "dataChange": True, "partitionValues": {}}} for name in _data_files(source)])
+    orphans.add(_orphan(clone))
+
+    # 2. A multi-part checkpoint whose second part is corrupt, on a cluster that ignores corrupt files.
+    multipart = bucket / "multipart"
+    shutil.copytree(GOLDEN / "multi-part-checkpoint", multipart)
+    (multipart / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet").write_bytes(b"PAR1junk")
+    # ... and a v2 checkpoint whose second sidecar vanished.
+    sidecarless = bucket / "sidecarless"
+    shutil.copytree(GOLDEN / "v2-checkpoint-json", sidecarless)
+    next((sidecarless / "_delta_log" / "_sidecars").glob("*.0000000002.0000000002.*.parquet")).unlink()
+
+    # 6. A checkpoint-only table whose checkpoint cannot be read.
+    checkpoint_only = _table(bucket / "checkpoint_only", 3)
+    DeltaTable(str(checkpoint_only)).create_checkpoint()
+    for version in range(3):
+        _log(checkpoint_only, version).unlink()
+    (checkpoint_only / "_delta_log" / "_last_checkpoint").unlink()
+    next((checkpoint_only / "_delta_log").glob("*.checkpoint.parquet")).write_bytes(b"not parquet at all")
+
+    # 7. A raw '%' in a log path; 4. a deletion vector of a storage type nobody knows.
+    percent = _table(bucket / "percent", 1)
+    (percent / "100%.parquet").write_bytes(b"x")
+    _commit(percent, [{"add": {"path": "100%.parquet", "size": 1, "modificationTime": 1, "dataChange": True,
+                               "partitionValues": {}}}])
+    unknown_dv = _table(bucket / "unknown_dv", 1)
+    _edit_commit(unknown_dv, 0, lambda a: {"add": {**a["add"], "deletionVector": {
+        "storageType": "x", "pathOrInlineDv": "somewhere", "offset": 1, "sizeInBytes": 10, "cardinality": 1}}}
+        if "add" in a else a)
+
+    # 8. Glob characters in a table root are read literally.
+    globbed = _table(bucket / "glob", 2).rename(bucket / "glob[1]{a}")  # delta-rs will not write there itself
+    orphans.add(_orphan(globbed))
+
+    for path in bucket.rglob("*"):
+        if path.is_file() and "_delta_log" not in path.parts:
+            os.utime(path, (OLD, OLD))
+    before = {p for p in bucket.rglob("*") if p.is_file()}
+
+    # 10. Two inventory configurations of the bucket deliver every object twice.
+    now = datetime.now(timezone.utc)
+    manifests = [write_delivery(str(tmp_path / "dest"), "lake", config, objects_in_folder(str(bucket)), now)
+                 for config in ("daily", "weekly")]
+    inventory = tmp_path / "inventory"
+    assert not IngestInventory(spark, str(inventory), {"lake": str(bucket)}).execute(manifests).refused
+
+    report_file = tmp_path / "report.json"
+    tables = [healthy, uniform, spelled, clone, multipart, sidecarless, checkpoint_only, percent, unknown_dv, globbed]
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
+    try:
+        code = main(["--inventory-table", str(inventory), *[a for t in tables for a in ("--table", str(t))],
+                     "--report", str(report_file)])
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
+        spark.conf.unset("spark.sql.files.ignoreMissingFiles")
+
+    assert code == 1
+    report = {Path(t["table"]).name: t for t in json.loads(report_file.read_text())["tables"]}
+    vacuumed = ("healthy", "uniform", "spelled", "clone", "glob[1]{a}")
+    for name in vacuumed:
+        assert report[name]["status"] == "vacuumed", (name, report[name]["reason"])
+        # one candidate per orphan, although the inventory lists each object twice
+        assert report[name]["counts"]["candidate_files"] == report[name]["counts"]["deleted_files"] == 1, name
+        assert report[name]["counts"]["missing_files"] == 0, name
+    refusals = {
+        "multipart": "00000000000000000001.checkpoint.0000000002.0000000002.parquet",
+        "sidecarless": ".0000000002.0000000002.",
+        "checkpoint_only": "cannot read a log file",
+        "percent": "'100%.parquet': malformed percent escape",
+        "unknown_dv": "unknown deletion vector storage type 'x'",
+    }
+    for name, words in refusals.items():
+        assert report[name]["status"] == "refused" and words in report[name]["reason"], (name, report[name]["reason"])
+
+    after = {p for p in bucket.rglob("*") if p.is_file()}
+    assert before - after == orphans  # the planted orphans of the vacuumed tables, and nothing else
+    assert source_orphan.exists() and all(p.exists() for p in iceberg_files)
+
+
+def test_a_commit_between_plan_and_delete_is_honoured(spark, tmp_path):
+    """A RESTORE re-adds a file whose tombstone had expired while the run was planning."""
+    table = _table(tmp_path / "lake" / "t", 2)
+    original_add = next(json.loads(line) for line in _log(table, 0).read_text().splitlines() if '"add"' in line)
+    restored = original_add["add"]["path"]
+    long_ago = int(OLD * 1000)
+    _commit(table, [{"remove": {"path": restored, "deletionTimestamp": long_ago, "dataChange": True}}])
+    orphan = _orphan(table)
+    for path in table.rglob("*.parquet"):
+        os.utime(path, (OLD, OLD))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+
+    class ConcurrentRestore(BatchVacuum):
+        def _check_plan(self, plan, reports):
+            super()._check_plan(plan, reports)
+            _commit(table, [original_add])
+
+    run = ConcurrentRestore(spark, VacuumOptions(str(inventory))).execute(from_uris([str(table)]))
+    report = by_table(run)["t"]
+    assert report.status == "vacuumed"
+    assert report.counts["candidate_files"] == 2 and report.counts["named_since_planning_files"] == 1
+    assert report.counts["deleted_files"] == 1
+    assert (table / restored).exists() and not orphan.exists()
+    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 2
+
+
+def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tmp_path):
+    table = _table(tmp_path / "lake" / "t", 1)
+    orphan = _orphan(table)
+    os.utime(orphan, (OLD, OLD))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+
+    class ConcurrentUpgrade(BatchVacuum):
+        def _check_plan(self, plan, reports):
+            super()._check_plan(plan, reports)
+            _commit(table, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                          "readerFeatures": ["someFutureFeature"], "writerFeatures": []}}])
+
+    report = by_table(ConcurrentUpgrade(spark, VacuumOptions(str(inventory))).execute(from_uris([str(table)])))["t"]
+    assert report.status == "refused" and "changed since planning" in report.reason
+    assert orphan.exists()
+
+
+@pytest.fixture(autouse=True)
+def _golden_present():
+    if not GOLDEN.is_dir():
+        pytest.skip("golden fixtures not present")

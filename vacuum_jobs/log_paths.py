@@ -1,0 +1,128 @@
+"""How a path written in a Delta log becomes the canonical storage URI of a file.
+
+Delta resolves log paths with Hadoop ``Path`` (``DeltaFileOperations.absolutePath``):
+the path is URL-encoded; a relative one is resolved against the table root; a
+scheme-less absolute one (``/warehouse/t/part-1.parquet``) is qualified with the
+table's scheme and authority; ``.``/``..`` segments and doubled slashes are folded.
+We resolve the same way, then compare on :func:`lakeio.uris.canonical` URIs.
+
+What we cannot resolve with certainty makes the table unreadable instead of being
+guessed: a malformed percent escape, a scheme or authority other than the table's
+(another bucket could be an access-point alias of this one, ``dbfs:`` a mount of it),
+or ``..`` climbing above the filesystem root. A resolved path may still lie outside
+the table (a shallow clone's source files); such files are never this table's to
+delete, and never counted as missing.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakeio import uris
+
+_MALFORMED_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
+_HAS_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
+_PREFIX = r"^([A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?)"  # scheme and authority of a canonical URI
+_NEEDS_FOLDING = r"//|/\.\.?(/|$)"
+_ABOVE_ROOT = "\u0000"  # marks a ``..`` that climbed above "/"
+
+
+class UnresolvablePath(ValueError):
+    """A log path whose file cannot be named with certainty."""
+
+
+def resolve(table_root: str, log_path: str) -> str:
+    """The canonical URI of the file ``log_path`` names in the table at canonical ``table_root``."""
+    if re.search(_MALFORMED_ESCAPE, log_path):
+        raise UnresolvablePath(f"{log_path!r}: malformed percent escape")
+    decoded = unquote(log_path)
+    root_prefix, root_path = _split(table_root)
+    if re.match(_HAS_SCHEME, log_path):
+        prefix, path = _split(uris.canonical(decoded))
+        if prefix.split(":")[0] != root_prefix.split(":")[0]:
+            raise UnresolvablePath(f"{log_path!r}: scheme differs from the table's {table_root}")
+        if prefix != root_prefix:
+            raise UnresolvablePath(f"{log_path!r}: authority differs from the table's {table_root}")
+    elif decoded.startswith("/"):
+        path = decoded
+    else:
+        path = f"{root_path}/{decoded}"
+    return root_prefix + _fold(path, log_path)
+
+
+def _split(canonical_uri: str) -> tuple[str, str]:
+    prefix = re.match(_PREFIX, canonical_uri).group(1)
+    return prefix, canonical_uri[len(prefix):]
+
+
+def _fold(path: str, log_path: str) -> str:
+    if not re.search(_NEEDS_FOLDING, path):
+        return path.rstrip("/") or "/"
+    stack: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if not stack:
+                raise UnresolvablePath(f"{log_path!r}: '..' climbs above the filesystem root")
+            stack.pop()
+        elif segment not in ("", "."):
+            stack.append(segment)
+    return "/" + "/".join(stack)
+
+
+def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) -> DataFrame:
+    """Spark twin of :func:`resolve`: ``frame`` plus ``out`` (the canonical URI, null when
+    unresolvable or when ``log_path`` is null) and ``out_problem`` (why, or null).
+
+    Built in steps, each reading the columns of the one before, so that no expression is
+    spelled out more than once in the plan; column expressions only, no Python on the row path.
+    """
+    root, raw = F.col(table_root), F.col(log_path)
+    t = {name: f"_{out}_{name}" for name in ("decoded", "root_prefix", "own_prefix", "own", "path", "folded")}
+    c = {name: F.col(column) for name, column in t.items()}
+    malformed = raw.rlike(_MALFORMED_ESCAPE)
+    has_scheme = raw.rlike(_HAS_SCHEME)
+    # CASE WHEN evaluates url_decode only for well-formed escapes (it throws on the others).
+    frame = frame.withColumns({
+        t["decoded"]: F.when(~malformed, F.url_decode(F.replace(raw, F.lit("+"), F.lit("%2B")))),
+        t["root_prefix"]: F.regexp_extract(root, _PREFIX, 1),
+    })
+    frame = frame.withColumn(t["own"], F.when(has_scheme, uris.canonical_col(c["decoded"])))
+    frame = frame.withColumn(t["own_prefix"], F.regexp_extract(c["own"], _PREFIX, 1))
+    frame = frame.withColumn(t["path"], (
+        F.when(has_scheme, F.substring(c["own"], F.length(c["own_prefix"]) + 1, 1 << 30))
+        .when(c["decoded"].startswith("/"), c["decoded"])
+        .otherwise(F.concat(F.substring(root, F.length(c["root_prefix"]) + 1, 1 << 30), F.lit("/"), c["decoded"]))
+    ))
+    frame = frame.withColumn(t["folded"], _fold_col(c["path"]))
+    problem = (
+        F.when(malformed, F.lit("malformed percent escape"))
+        .when(has_scheme & (F.substring_index(c["own_prefix"], ":", 1) != F.substring_index(c["root_prefix"], ":", 1)),
+              F.concat(F.lit("scheme differs from the table's "), root))
+        .when(has_scheme & (c["own_prefix"] != c["root_prefix"]),
+              F.concat(F.lit("authority differs from the table's "), root))
+        .when(c["folded"].contains(_ABOVE_ROOT), F.lit("'..' climbs above the filesystem root"))
+    )
+    frame = frame.withColumn(f"{out}_problem", F.when(problem.isNotNull(), F.concat(F.lit("'"), raw, F.lit("': "), problem)))
+    frame = frame.withColumn(out, F.when(F.col(f"{out}_problem").isNull(), F.concat(c["root_prefix"], c["folded"])))
+    return frame.drop(*t.values())
+
+
+def _fold_col(path: Column) -> Column:
+    """Doubled slashes, ``.`` and ``..`` folded, no trailing slash; a segment-by-segment pass
+    only for the rare paths that need it."""
+    segments = F.aggregate(
+        F.split(path, "/"),
+        F.array().cast("array<string>"),
+        lambda acc, seg: (
+            F.when(seg.isin("", ".") | F.array_contains(acc, _ABOVE_ROOT), acc)
+            .when((seg == "..") & (F.size(acc) == 0), F.array(F.lit(_ABOVE_ROOT)))
+            .when(seg == "..", F.slice(acc, 1, F.size(acc) - 1))
+            .otherwise(F.concat(acc, F.array(seg)))
+        ),
+    )
+    folded = F.concat(F.lit("/"), F.array_join(segments, "/"))
+    return F.when(path.rlike(_NEEDS_FOLDING), folded).otherwise(F.regexp_replace(path, "(?<=.)/+$", ""))

@@ -1,0 +1,75 @@
+"""The last look before deleting: has a table's log moved since it was planned?
+
+Another writer may commit between planning and deleting; a RESTORE can even re-add a
+file whose tombstone had expired, so that a planned candidate is live again. Right
+before the deletes start, each table's ``_delta_log/`` is listed again. For a table
+whose version moved, the commits since the planned version are read, and every file
+they name (data files and deletion vectors, added or removed) is taken out of the
+candidates. A table whose new commits cannot all be read, or that changed its protocol
+or metadata (retention, partitioning, UniForm), deletes nothing this run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio import uris
+from lakeio.storage import Storage
+from vacuum_jobs.keep import keep_set
+from vacuum_jobs.log_replay import Replay, replay_logs
+from vacuum_jobs.log_segment import LogSegment, log_segments
+
+_EVERY_TOMBSTONE = -(2 ** 63)  # a cutoff before every deletion: every action of the new commits counts
+
+
+@dataclass
+class Recheck:
+    moved: dict[str, tuple[int, int]] = field(default_factory=dict)  # canonical root -> (planned, now)
+    refused: dict[str, str] = field(default_factory=dict)  # canonical root -> why it must not delete now
+    referenced: DataFrame | None = None  # (table_root, path) of every file the new commits name
+    replay: Replay | None = None
+
+    def without_referenced(self, candidates: DataFrame) -> DataFrame:
+        """``candidates`` (table_root, path, ...) minus the files the new commits name."""
+        if self.referenced is None:
+            return candidates
+        return candidates.join(self.referenced, ["table_root", "path"], "left_anti")
+
+    def release(self) -> None:
+        if self.replay is not None:
+            self.replay.release()
+
+
+def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int]) -> Recheck:
+    """``planned`` maps each table root (as given to the log listing) to the version it was planned at."""
+    result = Recheck()
+    segments, failures = log_segments(storage, list(planned))
+    for root, reason in failures.items():
+        result.refused[uris.canonical(root)] = f"log changed since planning and cannot be listed: {reason}"
+    since: list[LogSegment] = []
+    for segment in segments:
+        before = planned[segment.table_root]
+        if segment.version == before:
+            continue
+        root = uris.canonical(segment.table_root)
+        result.moved[root] = (before, segment.version)
+        if segment.version < before:
+            result.refused[root] = f"log went back from version {before} to {segment.version} since planning"
+            continue
+        log_dir = uris.join(segment.table_root, "_delta_log")
+        new_commits = tuple((v, uris.join(log_dir, f"{v:020d}.json")) for v in range(before + 1, segment.version + 1))
+        since.append(LogSegment(segment.table_root, segment.version, commits=new_commits))
+    if not since:
+        return result
+    result.replay = replay_logs(spark, since)
+    for root, reason in result.replay.failures.items():
+        result.refused[root] = f"commits since planning cannot be read: {reason}"
+    for root, state in result.replay.states.items():
+        if state.min_reader_version is not None or state.schema_string is not None:
+            result.refused[root] = "protocol or metadata changed since planning: vacuum it in the next run"
+    result.referenced = keep_set(result.replay.files.withColumn("cutoff_ms", F.lit(_EVERY_TOMBSTONE))).select(
+        "table_root", "path")
+    return result
