@@ -146,8 +146,8 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
     failures.update(_log_problems(files))
     segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
     states = _table_states(actions, segments)
-    files = files.where(~F.col("table_root").isin(list(failures))).drop("problem") if failures else files.drop("problem")
-    return Replay(states, failures, files, tuple(cached))
+    trusted = files.where(~F.col("table_root").isin(list(failures))) if failures else files
+    return Replay(states, failures, trusted.drop("problem"), tuple(cached))
 
 
 @dataclass(frozen=True)

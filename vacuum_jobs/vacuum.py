@@ -1,8 +1,8 @@
 """Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
 
 Steps, each a method: load the inventory, resolve the tables, find their log segments,
-replay the logs, apply the gates, plan, check the plan, re-check the logs, delete, record. One table's
-problem never stops the others; its report says why.
+replay the logs, apply the gates, plan, check the plan, re-check the logs, delete,
+record. One table's problem never stops the others; its report says why.
 """
 
 from __future__ import annotations
