@@ -1,21 +1,27 @@
 """``python -m inventory_etl``: ingest S3 Inventory deliveries into the inventory Delta table.
 
-Exit status: 0 when every delivery went in, 1 when any was refused (or none was found),
-2 for usage errors.
+Exit status: 0 when every delivery went in (or was superseded by a newer one of its
+partition), 1 when any was refused (or none was found), 2 for usage errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
+from inventory_etl.contract import newest_dates
 from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
+from lakeio import uris
 from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
 from lakeio.spark import get_spark
 from lakeio.text import human_bytes
 from lakeio.storage import Storage
+
+
+_BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,13 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--inventory-root", metavar="URI",
                         help="destination prefix laid out as S3 delivers: <root>/<bucket>/<config>/<date>/manifest.json")
     parser.add_argument("--date", type=iso_date, metavar="YYYY-MM-DD",
-                        help="with --inventory-root: the inventory date to ingest (default: the newest present)")
+                        help="with --inventory-root: the inventory date to ingest (default, per bucket and configuration: "
+                             "every date from the newest the table holds on, or the newest present for a new one)")
     parser.add_argument("--source-bucket", action="append", metavar="B",
                         help="with --inventory-root: only this source bucket; repeat for several")
     parser.add_argument("--config-id", action="append", metavar="C",
                         help="with --inventory-root: only this inventory configuration; repeat for several")
     parser.add_argument("--path-root", action="append", default=[], metavar="BUCKET=URI",
                         help="write path as URI/<key> instead of s3://BUCKET/<key> (mounts, s3a://, local copies)")
+    parser.add_argument("--allow-older-delivery", action="store_true",
+                        help="replace a partition even with an older delivery than the one it holds")
     parser.add_argument("--no-verify-checksums", action="store_true",
                         help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
@@ -55,26 +64,29 @@ def main(argv: list[str] | None = None) -> int:
     path_roots = {}
     for item in args.path_root:
         bucket, sep, root = item.partition("=")
-        if not sep or not bucket or not root:
-            parser.error(f"--path-root takes BUCKET=URI, got {item!r}")
+        if not sep or not _BUCKET_NAME.match(bucket) or not root.strip() or root != root.strip():
+            parser.error(f"--path-root takes BUCKET=URI (a bucket name, no spaces), got {item!r}")
         path_roots[bucket] = root
 
     started = time.monotonic()
     spark = get_spark("inventory_etl", args.master)
     notes = []
     if args.inventory_root:
-        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id)
+        held = newest_dates(uris.to_uri(args.inventory_table))
+        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id, held)
         manifests = found.manifests
         for (bucket, config), newest in sorted(found.stale.items()):
-            notes.append(f"no delivery of {bucket}/{config} on {found.inventory_date}; its newest is {newest}")
+            wanted = args.date or f"{held[(bucket, config)]} or later"
+            notes.append(f"no delivery of {bucket}/{config} on {wanted}; its newest is {newest}")
         if not manifests:
             print(f"error: no deliveries found under {args.inventory_root}"
-                  + (f" for {found.inventory_date}" if found.inventory_date else ""), file=sys.stderr)
+                  + (f" for {args.date}" if args.date else ""), file=sys.stderr)
             return 1
     else:
         manifests = args.manifest
     job = IngestInventory(spark, args.inventory_table, path_roots,
-                          verify_checksums=not args.no_verify_checksums, progress=progress_printer(started))
+                          verify_checksums=not args.no_verify_checksums,
+                          allow_older=args.allow_older_delivery, progress=progress_printer(started))
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started
@@ -88,7 +100,8 @@ def render_summary(result: IngestResult) -> str:
     summary = result.to_dict()
     lines = [
         f"inventory table  {result.inventory_table}" + (f" (version {result.table_version})" if result.table_version is not None else ""),
-        f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused",
+        f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused, "
+        f"{summary['deliveries_superseded']} superseded",
         f"rows             {summary['rows']:,}",
         f"bytes            {summary['bytes']:,} ({human_bytes(summary['bytes'])})",
         f"elapsed          {summary['elapsed_seconds']:.1f} s",
@@ -97,6 +110,8 @@ def render_summary(result: IngestResult) -> str:
         where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
         if d.status == "ingested":
             lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})")
+        elif d.status == "superseded":
+            lines.append(f"  superseded {where}: by the newer delivery {d.superseded_by}")
         else:
             lines.append(f"  REFUSED   {where}: {d.error}")
     lines += [f"  note      {n}" for n in result.notes]

@@ -21,9 +21,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeio.delta_read import read_delta
+from lakeio.delta_read import TableNotFound, partitions, read_delta
 
-PARTITION_COLUMNS = ("inventory_date", "bucket")
+# One partition per delivery unit: each inventory configuration of a bucket is replaced
+# on its own, so two configurations never overwrite each other's rows.
+PARTITION_COLUMNS = ("inventory_date", "bucket", "config_id")
 
 # Report fields S3 Inventory can deliver, by their snake_case name, with the type we store.
 REPORT_FIELDS: dict[str, object] = {
@@ -100,6 +102,18 @@ OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
 def read_inventory(spark: SparkSession, table: str, day: date | None = None) -> DataFrame:
     """The inventory table's rows of ``day`` (every date when None), one row per object."""
     return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day else None))
+
+
+def newest_dates(table: str) -> dict[tuple[str, str], date]:
+    """Per (bucket, config_id): the newest inventory date the table holds, from its log."""
+    try:
+        held = partitions(table, list(PARTITION_COLUMNS))
+    except TableNotFound:
+        return {}
+    newest: dict[tuple[str, str], date] = {}
+    for day, bucket, config in held:
+        newest[(bucket, config)] = max(day, newest.get((bucket, config), day))
+    return newest
 
 
 def one_row_per_object(rows: DataFrame) -> DataFrame:

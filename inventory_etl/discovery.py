@@ -14,9 +14,8 @@ from lakeio.storage import Storage
 
 @dataclass(frozen=True)
 class Discovery:
-    inventory_date: date | None
-    manifests: list[str]  # newest delivery per (bucket, config) on that date
-    # (bucket, config) pairs with deliveries, but none on that date: their newest date
+    manifests: list[str]  # the deliveries to ingest, oldest date first
+    # (bucket, config) pairs with deliveries but none to ingest: their newest date
     stale: dict[tuple[str, str], date] = field(default_factory=dict)
 
 
@@ -26,10 +25,15 @@ def discover(
     on_date: date | None = None,
     source_buckets: list[str] | None = None,
     config_ids: list[str] | None = None,
+    held: dict[tuple[str, str], date] | None = None,
 ) -> Discovery:
-    """Pick the newest delivery per (bucket, config) for ``on_date`` (default: newest date present)."""
+    """The newest delivery of each day, per (bucket, config): for ``on_date`` only when given;
+    otherwise every day from the newest the table holds for that pair (``held``) on, so late
+    deliveries are not skipped (that day again, for a later re-delivery of it), or the pair's
+    newest day when the table holds none."""
+    held = held or {}
     found: dict[tuple[str, str], dict[date, str]] = {}
-    for status in storage.glob(uris.join(uris.to_uri(root), "*", "*", "*", "manifest.json")):
+    for status in storage.glob(uris.join(uris.literal(uris.to_uri(root)), "*", "*", "*", "manifest.json")):
         folder_uri = uris.parent(status.uri)
         folder = uris.name(folder_uri)
         config_id = uris.name(uris.parent(folder_uri))
@@ -45,9 +49,16 @@ def discover(
         # Folder names sort by time, so the greatest is the newest delivery of that day.
         if day not in per_day or folder > uris.name(uris.parent(per_day[day])):
             per_day[day] = status.uri
-    if not found:
-        return Discovery(on_date, [])
-    target = on_date or max(day for per_day in found.values() for day in per_day)
-    manifests = sorted(per_day[target] for per_day in found.values() if target in per_day)
-    stale = {pair: max(per_day) for pair, per_day in found.items() if target not in per_day}
-    return Discovery(target, manifests, stale)
+    chosen: list[tuple[date, str]] = []
+    stale = {}
+    for pair, per_day in found.items():
+        if on_date:
+            days = [on_date] if on_date in per_day else []
+        elif pair in held:
+            days = [d for d in per_day if d >= held[pair]]
+        else:
+            days = [max(per_day)]
+        chosen += [(d, per_day[d]) for d in days]
+        if not days:
+            stale[pair] = max(per_day)
+    return Discovery([uri for _, uri in sorted(chosen)], stale)

@@ -1,9 +1,10 @@
-"""Job 1 as one action: S3 Inventory deliveries in, one partition per (date, bucket) out.
+"""Job 1 as one action: S3 Inventory deliveries in, one partition per (date, bucket, config) out.
 
-Steps, each a method: load manifests, verify data files, read reports, validate rows,
-write. A delivery that fails any step is refused with the file and the problem; the
-others still go in. Deliveries that share an (inventory_date, bucket) partition go in
-together or not at all, because writing replaces the whole partition.
+Steps, each a method: load manifests, keep the newest delivery per partition, refuse
+deliveries older than what the table holds, verify data files, read reports, validate
+rows, write. A delivery that fails any step is refused with the file and the problem;
+the others still go in. Each (inventory_date, bucket, config_id) partition holds exactly
+one delivery, replaced whole when that delivery is ingested again or a newer one comes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from inventory_etl.contract import PARTITION_COLUMNS
-from inventory_etl.manifest import DeliveryError, Manifest, parse_manifest
-from inventory_etl.reports import PROBLEM, read_report, to_contract
+from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
+from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
 from lakeio import uris
-from lakeio.delta_write import deltalake_uri, write_delta
+from lakeio.delta_read import TableNotFound, read_delta
+from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, write_delta
 from lakeio.text import first_line
 from lakeio.storage import Storage
 
@@ -30,7 +32,7 @@ from lakeio.storage import Storage
 @dataclass
 class DeliveryOutcome:
     manifest_uri: str
-    status: str  # "ingested" or "refused"
+    status: str  # "ingested", "refused", or "superseded" (a newer delivery of its partition went in instead)
     source_bucket: str | None = None
     config_id: str | None = None
     inventory_date: str | None = None
@@ -38,6 +40,7 @@ class DeliveryOutcome:
     rows: int = 0
     bytes: int = 0
     error: str | None = None
+    superseded_by: str | None = None  # the newer delivery of the same partition that went in instead
 
 
 @dataclass
@@ -56,11 +59,16 @@ class IngestResult:
     def refused(self) -> list[DeliveryOutcome]:
         return [d for d in self.deliveries if d.status == "refused"]
 
+    @property
+    def superseded(self) -> list[DeliveryOutcome]:
+        return [d for d in self.deliveries if d.status == "superseded"]
+
     def to_dict(self) -> dict:
         return {
             "inventory_table": self.inventory_table,
             "deliveries_ingested": len(self.ingested),
             "deliveries_refused": len(self.refused),
+            "deliveries_superseded": len(self.superseded),
             "rows": sum(d.rows for d in self.ingested),
             "bytes": sum(d.bytes for d in self.ingested),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
@@ -88,6 +96,7 @@ class IngestInventory:
         inventory_table: str,
         path_roots: Mapping[str, str] | None = None,
         verify_checksums: bool = True,
+        allow_older: bool = False,
         progress: Callable[[str], None] = lambda message: None,
     ):
         self.spark = spark
@@ -95,16 +104,18 @@ class IngestInventory:
         self.inventory_table = uris.to_uri(inventory_table)
         self.path_roots = {bucket: uris.to_uri(root) for bucket, root in (path_roots or {}).items()}
         self.verify_checksums = verify_checksums
+        self.allow_older = allow_older
         self.progress = progress
 
     def execute(self, manifest_uris: list[str]) -> IngestResult:
         started = time.monotonic()
         result = IngestResult(self.inventory_table, [])
-        manifests = self._load_manifests([uris.to_uri(u) for u in manifest_uris], result)
+        manifests = self._load_manifests(list(dict.fromkeys(uris.to_uri(u) for u in manifest_uris)), result)
+        manifests = self._newest_per_partition(manifests, result)
+        manifests = self._not_older_than_table(manifests, result)
         manifests = self._verify_data_files(manifests, result)
         accepted = self._read_reports(manifests, result)
         accepted = self._validate_rows(accepted, result)
-        accepted = self._refuse_partition_siblings(accepted, result)
         self._write(accepted, result)
         result.elapsed_seconds = time.monotonic() - started
         return result
@@ -116,10 +127,60 @@ class IngestInventory:
             try:
                 body = self._read(uri)
                 checksum = self._read(uris.join(uris.parent(uri), "manifest.checksum")) if self.verify_checksums else None
-                loaded.append(parse_manifest(uri, body, checksum))
+                manifest = parse_manifest(uri, body, checksum)
+                try:
+                    partition_folder(PARTITION_COLUMNS, _partition(manifest))
+                except ValueError as exc:
+                    raise DeliveryError(uri, f"cannot be a partition of the inventory table: {exc}") from None
+                loaded.append(manifest)
             except DeliveryError as exc:
                 self._refuse(result, uri, exc)
         return loaded
+
+    def _newest_per_partition(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """Several deliveries of one (date, bucket, config): the newest goes in, the others are superseded."""
+        newest: dict[tuple, Manifest] = {}
+        for m in sorted(manifests, key=_delivery_order):
+            newest[_partition_key(m)] = m
+        for m in manifests:
+            winner = newest[_partition_key(m)]
+            if winner is not m:
+                self.progress(f"superseded {m.uri} by {winner.uri}")
+                result.deliveries.append(self._outcome(m, "superseded", superseded_by=winner.uri))
+        return [m for m in manifests if newest[_partition_key(m)] is m]
+
+    def _not_older_than_table(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """Replacing a partition with an older delivery than the one it holds would turn the
+        table back in time: refused unless ``allow_older``."""
+        if self.allow_older or not manifests:
+            return manifests
+        held = self._held_deliveries({m.inventory_date for m in manifests})
+        kept = []
+        for m in manifests:
+            newer = [uri for uri in held.get(_partition_key(m), ())
+                     if DELIVERY_FOLDER.match(_delivery_folder(uri)) and _delivery_folder(uri) > m.delivery_folder]
+            if newer and DELIVERY_FOLDER.match(m.delivery_folder):
+                self._refuse(result, m.uri, DeliveryError(
+                    m.uri, f"older than the delivery the table holds for this partition ({newer[0]}); "
+                           "pass --allow-older-delivery to go back to it"), m)
+            else:
+                kept.append(m)
+        return kept
+
+    def _held_deliveries(self, days) -> dict[tuple, set[str]]:
+        """The manifest URIs the table's rows came from, per partition, for these dates."""
+        try:
+            frames = [read_delta(self.spark, self.inventory_table, {PARTITION_COLUMNS[0]: d}) for d in sorted(days)]
+        except TableNotFound:
+            return {}
+        held: dict[tuple, set[str]] = {}
+        for frame in frames:
+            if not set(PARTITION_COLUMNS) | {"manifest_uri"} <= set(frame.columns):
+                return {}  # not an inventory table of ours: the write refuses it with the reason
+            for row in frame.select(*PARTITION_COLUMNS, "manifest_uri").distinct().collect():
+                key = (row[0].isoformat(), row[1], row[2])
+                held.setdefault(key, set()).add(row["manifest_uri"])
+        return held
 
     def _read(self, uri: str) -> bytes:
         if not self.storage.exists(uri):
@@ -132,7 +193,7 @@ class IngestInventory:
     def _verify_data_files(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
         what = "sizes and MD5 sums" if self.verify_checksums else "sizes"
         self.progress(f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
-        problems = verify_data_files(self.spark, self.storage, manifests, check_md5=self.verify_checksums)
+        problems = verify_data_files(self.spark, manifests, check_md5=self.verify_checksums)
         for manifest in manifests:
             if manifest.uri in problems:
                 self._refuse(result, manifest.uri, problems[manifest.uri], manifest)
@@ -164,58 +225,70 @@ class IngestInventory:
                     stats[a.manifest.uri] = {"error": f"unreadable {a.manifest.file_format} report: {first_line(exc)}"}
         good = []
         for a in accepted:
-            s = stats.get(a.manifest.uri, {"rows": 0, "bytes": 0, "bad": 0})
+            s = stats.get(a.manifest.uri, {"rows": 0, "bytes": 0, "bad": 0, "duplicates": 0})
             if "error" in s:
                 self._refuse(result, a.manifest.uri, DeliveryError(a.manifest.uri, s["error"]), a.manifest)
             elif s["bad"]:
-                problem = f"{s['bad']} of {s['rows']} row(s) unusable, first: {s['sample']}"
-                self._refuse(result, a.manifest.uri, DeliveryError(a.manifest.uri, problem), a.manifest)
+                sample = s["sample"]
+                problem = (f"{s['bad']} of {s['rows']} row(s) unusable, first: {sample['problem']} "
+                           f"(key {sample['key'] if sample['key'] is not None else '?'})")
+                self._refuse(result, a.manifest.uri, DeliveryError(sample["file"], problem), a.manifest)
+            elif s["duplicates"]:
+                twice = s["duplicate"]
+                problem = f"{s['duplicates']} row(s) repeat an object of the delivery, first: key {twice['key']}"
+                self._refuse(result, a.manifest.uri, DeliveryError(twice["file"], problem), a.manifest)
             else:
                 good.append(a)
                 result.deliveries.append(self._outcome(a.manifest, "ingested", rows=s["rows"], bytes=s["bytes"]))
         return good
 
     def _row_stats(self, rows: DataFrame) -> dict[str, dict]:
-        sample = F.when(F.col(PROBLEM).isNotNull(), F.concat(F.col(PROBLEM), F.lit(" (key "),
-                                                             F.coalesce(F.col("key"), F.lit("?")), F.lit(")")))
-        aggregated = rows.groupBy("manifest_uri").agg(
-            F.count(F.lit(1)).alias("rows"),
+        """Rows, bytes, unusable rows and keys listed twice, per delivery, in one pass."""
+        where = [F.col("key"), F.col(SOURCE_FILE).alias("file")]
+        per_object = rows.groupBy("manifest_uri", "key", "version_id").agg(
+            F.count(F.lit(1)).alias("n"),
             F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
             F.count(F.col(PROBLEM)).alias("bad"),
-            F.first(sample, ignorenulls=True).alias("sample"),
+            F.first(F.when(F.col(PROBLEM).isNotNull(), F.struct(F.col(PROBLEM).alias("problem"), *where)),
+                    ignorenulls=True).alias("sample"),
+            F.first(F.struct(*where)).alias("where"),
+        )
+        listed_twice = (F.col("n") > 1) & F.col("key").isNotNull()
+        aggregated = per_object.groupBy("manifest_uri").agg(
+            F.sum("n").alias("rows"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("bad").alias("bad"),
+            F.first("sample", ignorenulls=True).alias("sample"),
+            F.sum(F.when(listed_twice, F.col("n") - 1).otherwise(0)).alias("duplicates"),
+            F.first(F.when(listed_twice, F.col("where")), ignorenulls=True).alias("duplicate"),
         )
         return {r["manifest_uri"]: r.asDict() for r in aggregated.collect()}
-
-    def _refuse_partition_siblings(self, accepted: list[_Accepted], result: IngestResult) -> list[_Accepted]:
-        """A partition is replaced whole, so it is written only when all its deliveries are good."""
-        refused = {(d.inventory_date, d.source_bucket) for d in result.refused if d.source_bucket}
-        good = []
-        for a in accepted:
-            key = (a.manifest.inventory_date.isoformat(), a.manifest.source_bucket)
-            if key in refused:
-                outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
-                outcome.status, outcome.rows, outcome.bytes = "refused", 0, 0
-                outcome.error = (f"{a.manifest.uri}: another delivery for bucket {key[1]} on {key[0]} was refused; "
-                                 "the partition is left as it was")
-            else:
-                good.append(a)
-        return good
 
     def _write(self, accepted: list[_Accepted], result: IngestResult) -> None:
         if not accepted:
             return
-        partitions = sorted({(a.manifest.inventory_date.isoformat(), a.manifest.source_bucket) for a in accepted})
+        partitions = sorted({_partition_key(a.manifest) for a in accepted})
         self.progress(f"writing {len(partitions)} partition(s) to {self.inventory_table}")
-        rows = _union([a.rows for a in accepted]).drop(PROBLEM)
+        rows = _union([a.rows for a in accepted]).drop(PROBLEM, SOURCE_FILE)
         try:
-            write_delta(rows, self.inventory_table, PARTITION_COLUMNS,
-                        [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions")
-        except Exception as exc:
-            for a in accepted:
-                outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
-                outcome.status, outcome.error = "refused", f"{self.inventory_table}: write failed: {first_line(exc)}"
+            written = write_delta(rows, self.inventory_table, PARTITION_COLUMNS,
+                                  [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions")
+        except IncompatibleTable as exc:
+            self._refuse_written(accepted, result, str(exc))
             return
+        except Exception as exc:
+            self._refuse_written(accepted, result, f"{self.inventory_table}: write failed: {first_line(exc)}")
+            return
+        if written.columns_added:
+            result.notes.append(f"added column(s) {', '.join(written.columns_added)} to {self.inventory_table} "
+                                "(older rows read them as null)")
         result.table_version = self._table_version()
+
+    def _refuse_written(self, accepted: list[_Accepted], result: IngestResult, error: str) -> None:
+        self.progress(f"refused: {error}")
+        for a in accepted:
+            outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
+            outcome.status, outcome.rows, outcome.bytes, outcome.error = "refused", 0, 0, error
 
     def _table_version(self) -> int | None:
         from deltalake import DeltaTable
@@ -238,6 +311,23 @@ class IngestInventory:
             config_id=manifest.config_id, inventory_date=manifest.inventory_date.isoformat(),
             file_format=manifest.file_format, **extra,
         )
+
+
+def _partition(manifest: Manifest) -> dict[str, str]:
+    return dict(zip(PARTITION_COLUMNS, _partition_key(manifest)))
+
+
+def _partition_key(manifest: Manifest) -> tuple[str, str, str]:
+    return manifest.inventory_date.isoformat(), manifest.source_bucket, manifest.config_id
+
+
+def _delivery_folder(manifest_uri: str) -> str:
+    return uris.name(uris.parent(manifest_uri))
+
+
+def _delivery_order(manifest: Manifest) -> tuple:
+    """Delivery folders sort by time; the creation time and the URI break ties."""
+    return manifest.delivery_folder, manifest.creation_timestamp or 0, manifest.uri
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

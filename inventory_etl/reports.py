@@ -3,7 +3,11 @@
 Parquet and ORC are read by their own schemas; CSV (gzip, no header) by the column
 order of ``fileSchema``, with keys URL-decoded (``+`` is a space, ``%2B`` a plus).
 Every row gets a ``_problem`` (null when fine) so one aggregate per run can tell which
-delivery holds rows we cannot trust.
+delivery holds rows we cannot trust, and its ``_file`` (the report file it came from)
+so a refusal can name the file.
+
+Timestamps: a Parquet ``INT64`` without a timestamp logical type is epoch milliseconds,
+as AWS documents; typed timestamps are read as their type says.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ from typing import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
+from pyspark.sql.types import DataType, IntegralType, StringType, TimestampType
 
 from inventory_etl.contract import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
 from inventory_etl.manifest import DeliveryError, Manifest
+from lakeio import uris
 from lakeio.text import first_line
 
 PROBLEM = "_problem"
+SOURCE_FILE = "_file"
 _NULL_SENTINEL = "\u0000"  # so that only a missing CSV field reads as null, never ""
 
 
@@ -28,7 +34,7 @@ def read_report(spark: SparkSession, manifest: Manifest) -> DataFrame:
     if lacking:
         raise DeliveryError(manifest.uri, f"fileSchema lacks required field(s) {', '.join(lacking)}: "
                                           "enable them in the inventory configuration")
-    paths = [f.uri for f in manifest.files]
+    paths = [uris.literal(f.uri) for f in manifest.files]
     try:
         if manifest.file_format == "CSV":
             return _read_csv(spark, manifest, paths)
@@ -36,20 +42,23 @@ def read_report(spark: SparkSession, manifest: Manifest) -> DataFrame:
     except DeliveryError:
         raise
     except Exception as exc:  # Spark's AnalysisException / Py4JJavaError on a corrupt footer
-        raise DeliveryError(paths[0] if len(paths) == 1 else manifest.uri,
+        raise DeliveryError(manifest.files[0].uri if len(paths) == 1 else manifest.uri,
                             f"unreadable {manifest.file_format} report: {first_line(exc)}") from None
 
 
 def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:
     reader = spark.read.option("mergeSchema", "true")
-    df = reader.parquet(*paths) if manifest.file_format == "Parquet" else reader.orc(*paths)
-    df = df.toDF(*[snake_case(c) for c in df.columns])
-    if set(df.columns) != set(manifest.columns):
-        extra = sorted(set(df.columns) - set(manifest.columns))
-        absent = sorted(set(manifest.columns) - set(df.columns))
+    df = reader.parquet(*paths) if manifest.file_format == "Parquet" else reader.orc(paths)
+    df = df.select(*[F.col(f"`{c}`").alias(snake_case(c)) for c in df.columns],
+                   F.col("_metadata.file_path").alias(SOURCE_FILE))
+    found = set(df.columns) - {SOURCE_FILE}
+    if found != set(manifest.columns):
+        extra = sorted(found - set(manifest.columns))
+        absent = sorted(set(manifest.columns) - found)
         raise DeliveryError(manifest.uri, f"report columns do not match fileSchema (extra: {extra}, missing: {absent})")
-    typed = {name: _typed(F.col(name), name) for name in manifest.columns if name in REPORT_FIELDS}
-    return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()]), manifest, [])
+    typed = {name: _typed(F.col(name), name, df.schema[name].dataType)
+             for name in manifest.columns if name in REPORT_FIELDS}
+    return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()], SOURCE_FILE), manifest, [])
 
 
 def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:
@@ -77,12 +86,18 @@ def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> Data
         checks.append((text.isNotNull() & value.isNull(), f"unparseable {name}"))
         columns[name] = value
     problem = _first_problem(checks)
-    df = df.select(*[c.alias(n) for n, c in columns.items()], problem.alias("_csv_problem"))
+    df = df.select(*[c.alias(n) for n, c in columns.items()], problem.alias("_csv_problem"),
+                   F.col("_metadata.file_path").alias(SOURCE_FILE))
     return _with_problems(df, manifest, [(F.col("_csv_problem").isNotNull(), F.col("_csv_problem"))]).drop("_csv_problem")
 
 
-def _typed(column: Column, name: str) -> Column:
+def _typed(column: Column, name: str, read_as: DataType = StringType()) -> Column:
     dtype = REPORT_FIELDS[name]
+    if isinstance(dtype, TimestampType) and isinstance(read_as, IntegralType):
+        return F.timestamp_millis(column)
+    if isinstance(dtype, TimestampType) and isinstance(read_as, StringType):
+        # ISO 8601 only, as S3 writes it: a cast alone reads "1234" (a size in the wrong column) as a year
+        return F.when(column.rlike(r"^\d{4}-\d{2}-\d{2}T"), column.try_cast(dtype))
     return column if isinstance(dtype, StringType) else column.try_cast(dtype)
 
 
@@ -92,6 +107,7 @@ def _with_problems(df: DataFrame, manifest: Manifest, earlier: list) -> DataFram
         (F.col("bucket").isNull() | F.col("key").isNull(), "row without bucket or key"),
         (F.col("bucket") != F.lit(manifest.source_bucket), f"row of another bucket than {manifest.source_bucket}"),
         (F.col("size").isNull() & ~marker, "object row without size"),
+        (F.col("size") < 0, "negative size"),
         (F.col("last_modified_date").isNull() & ~marker, "object row without last_modified_date"),
     ]
     return df.withColumn(PROBLEM, _first_problem(checks))
@@ -106,7 +122,7 @@ def _first_problem(checks: list) -> Column:
 
 
 def to_contract(df: DataFrame, manifest: Manifest, path_roots: Mapping[str, str]) -> DataFrame:
-    """Rows of the inventory table (INVENTORY_SCHEMA order), keeping ``_problem`` last."""
+    """Rows of the inventory table (INVENTORY_SCHEMA order), then ``_problem`` and ``_file``."""
     root = path_roots.get(manifest.source_bucket, f"s3://{manifest.source_bucket}").rstrip("/")
     present = set(df.columns)
 
@@ -127,4 +143,4 @@ def to_contract(df: DataFrame, manifest: Manifest, path_roots: Mapping[str, str]
         (derived[f.name] if f.name in derived else field(f.name)).cast(f.dataType).alias(f.name)
         for f in INVENTORY_SCHEMA.fields
     ]
-    return df.select(*columns, F.col(PROBLEM))
+    return df.select(*columns, F.col(PROBLEM), F.col(SOURCE_FILE))

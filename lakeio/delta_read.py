@@ -28,10 +28,16 @@ class TableNotFound(Exception):
 
 def partition_values(table_uri: str, column: str) -> set:
     """The distinct values of one partition column, from the log alone."""
-    table = _open(table_uri)
-    actions = pa.table(table.get_add_actions(flatten=True))
-    name = f"partition.{column}"
-    return set(actions.column(name).to_pylist()) if name in actions.column_names else set()
+    return {values[0] for values in partitions(table_uri, [column])}
+
+
+def partitions(table_uri: str, columns: list[str]) -> set[tuple]:
+    """The distinct value tuples of some partition columns, from the log alone."""
+    actions = pa.table(_open(table_uri).get_add_actions(flatten=True))
+    names = [f"partition.{c}" for c in columns]
+    if not set(names) <= set(actions.column_names):
+        return set()
+    return set(zip(*(actions.column(n).to_pylist() for n in names)))
 
 
 def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] | None = None,
@@ -58,7 +64,7 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     data_columns = [f for f in schema.fields if f.name not in partition_columns]
     file_schema = StructType(data_columns)
     frames = [
-        spark.read.schema(file_schema).parquet(*files).select(
+        spark.read.schema(file_schema).parquet(*[uris.literal(f) for f in files]).select(
             *[F.col(f.name) for f in data_columns],
             *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(partition_columns, values)],
         ).select(*schema.fieldNames())

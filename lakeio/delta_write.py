@@ -1,11 +1,17 @@
 """The one write path for the project's own Delta tables (inventory, audit).
 
 With Delta's Spark jars on the classpath, Spark writes Delta itself. Without them
-(offline machines, CI, plain ``pip install``) Spark writes the Parquet files into the
-partition folders and ``deltalake`` (delta-rs) commits them: add actions carrying
-``numRecords`` and partition values, plus remove actions for the files of every
-replaced partition, in one atomic commit. Either way the result is a standard Delta
-table that any engine reads.
+(offline machines, CI, plain ``pip install``) Spark writes the Parquet files and
+``deltalake`` (delta-rs) commits them: add actions carrying ``numRecords`` and partition
+values, plus remove actions for the files of every replaced partition, in one atomic
+commit. Either way the result is a standard Delta table that any engine reads.
+
+Each deltalake-path run writes below its own folder ``<table>/run-<UTC stamp>-<id>/``
+(partition folders inside it), so Spark's ``_temporary`` staging is private to the run:
+a crashed run's task files can never be swept into a later run's commit, and two runs
+writing different partitions at once do not share staging. Only the files of the
+run's own folder are committed. Timestamps are written as ``TIMESTAMP_MICROS`` (never
+INT96), so dates past 2262 read in every engine.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Literal, Mapping, Sequence
 from urllib.parse import quote, unquote
 
 from pyspark.sql import DataFrame
@@ -31,9 +40,17 @@ WriteMode = Literal["append", "replace_partitions"]
 # no engine escapes means the folder name, the log path and the value are one string.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._\-]+$")
 
+RUN_FOLDER = re.compile(r"^run-(\d{8}T\d{6}Z)-[0-9a-f]{8}$")
+# A run's private staging left behind this long ago belongs to a run that died.
+DEAD_RUN_AFTER = timedelta(days=1)
+
+
+class IncompatibleTable(ValueError):
+    """The target exists but is not a table this write may go into."""
+
 
 def partition_folder(columns: Sequence[str], values: Mapping[str, str]) -> str:
-    """The folder Spark writes a partition to, e.g. ``inventory_date=2026-01-02/bucket=b``."""
+    """The folder Spark writes a partition to (inside the run's folder), e.g. ``inventory_date=2026-01-02/bucket=b``."""
     for column in columns:
         if not _SAFE_VALUE.match(str(values[column])):
             raise ValueError(f"partition value {values[column]!r} of {column!r} needs escaping; not supported")
@@ -47,6 +64,7 @@ class WriteResult:
     files_removed: int
     rows: int
     engine: str  # "delta-spark" or "deltalake"
+    columns_added: tuple[str, ...] = ()  # older table schema evolved by this write
 
 
 def write_delta(
@@ -65,9 +83,59 @@ def write_delta(
     table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
-    if use_delta_jars:
-        return _write_with_delta_spark(df, table_uri, partition_by, mode)
-    return _write_with_deltalake(df, table_uri, partition_by, partitions, mode)
+    added = _check_target(df, table_uri, partition_by)
+    with _timestamps_as_micros(df.sparkSession):
+        if use_delta_jars:
+            result = _write_with_delta_spark(df, table_uri, partition_by, mode)
+        else:
+            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode)
+    return replace(result, columns_added=added)
+
+
+def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) -> tuple[str, ...]:
+    """Refuse a target that is not empty and not a compatible Delta table; add the columns
+    an older table of ours lacks (explicitly, in their own commit) and name them."""
+    from deltalake import DeltaTable, Field
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(deltalake_uri(table_uri))
+    except TableNotFoundError:
+        leftovers = [f for f in Storage(df.sparkSession).list(table_uri) if not RUN_FOLDER.match(uris.name(f.uri))]
+        if leftovers:
+            raise IncompatibleTable(f"{table_uri}: not empty and not a Delta table (holds {uris.name(leftovers[0].uri)}); "
+                                    "refusing to write into it") from None
+        return ()
+    if list(table.metadata().partition_columns) != list(partition_by):
+        raise IncompatibleTable(f"{table_uri}: partitioned by {list(table.metadata().partition_columns)}, "
+                                f"this write needs {list(partition_by)}")
+    ours = {f.name: f for f in _delta_schema(df).fields}
+    theirs = {f.name: f for f in table.schema().fields}
+    foreign = sorted(set(theirs) - set(ours))
+    if foreign:
+        raise IncompatibleTable(f"{table_uri}: has column(s) {foreign} this write does not know; not a table of ours")
+    clashing = sorted(n for n in theirs if theirs[n].type != ours[n].type)
+    if clashing:
+        raise IncompatibleTable(f"{table_uri}: column(s) {clashing} have another type than this write's")
+    missing = [n for n in ours if n not in theirs]
+    if missing:
+        table.alter.add_columns([Field(n, ours[n].type, nullable=True) for n in missing])
+    return tuple(missing)
+
+
+@contextmanager
+def _timestamps_as_micros(spark) -> Iterator[None]:
+    """Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can."""
+    key = "spark.sql.parquet.outputTimestampType"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "TIMESTAMP_MICROS")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _write_with_delta_spark(df, table_uri, partition_by, mode) -> WriteResult:
@@ -92,26 +160,24 @@ def _write_with_delta_spark(df, table_uri, partition_by, mode) -> WriteResult:
 
 
 def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> WriteResult:
-    from deltalake import DeltaTable, Schema
+    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     storage = Storage(df.sparkSession)
-    folders = [partition_folder(partition_by, p) for p in partitions]
-    before = {f.uri for folder in folders for f in storage.list(uris.join(table_uri, folder))}
-    df.write.mode("append").partitionBy(*partition_by).parquet(table_uri)
-    new_files = [
-        f
-        for folder in folders
-        for f in storage.list(uris.join(table_uri, folder))
-        if f.uri not in before and not f.is_dir and _is_data_file(f.uri)
-    ]
+    _clear_dead_runs(storage, table_uri)
+    run = f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    df.write.mode("errorifexists").partitionBy(*partition_by).parquet(uris.join(table_uri, run))
+    storage.delete(uris.join(table_uri, run, "_SUCCESS"))
+    folder_of = {partition_folder(partition_by, p): p for p in partitions}
+    new_files = [f for f in storage.walk(uris.join(table_uri, run)) if _is_data_file(f.uri[len(table_uri) + 1:])]
     rows_per_file = _row_counts(df, [f.uri for f in new_files])
-    folder_of = dict(zip(folders, partitions))
     adds = []
     for f in new_files:
         relative = f.uri[len(table_uri) + 1:]
-        values = folder_of[uris.parent(relative)]
+        values = folder_of.get(uris.parent(relative)[len(run) + 1:])
+        if values is None:
+            raise ValueError(f"{f.uri}: written outside the partitions declared for this write")
         adds.append(
             AddAction(
                 path=quote(relative, safe="/="),
@@ -122,7 +188,7 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> Writ
                 stats=json.dumps({"numRecords": rows_per_file.get(f.uri, 0)}),
             )
         )
-    schema = Schema.from_arrow(to_arrow_schema(df.schema, timezone="UTC"))
+    schema = _delta_schema(df)
     try:
         table = DeltaTable(deltalake_uri(table_uri))
     except TableNotFoundError:
@@ -133,6 +199,23 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> Writ
     removes = _removes_for(table, partition_by, partitions) if mode == "replace_partitions" else []
     table.create_write_transaction(adds + removes, mode="append", schema=schema, partition_by=list(partition_by))
     return WriteResult(table_uri, len(adds), len(removes), sum(rows_per_file.values()), "deltalake")
+
+
+def _clear_dead_runs(storage: Storage, table_uri: str) -> None:
+    """Drop the private staging of runs that died long ago; it never reaches a commit.
+    (Files a dead run had already moved out of staging are not in the log: any Delta
+    VACUUM removes them.)"""
+    cutoff = datetime.now(timezone.utc) - DEAD_RUN_AFTER
+    for folder in storage.list(table_uri):
+        m = RUN_FOLDER.match(uris.name(folder.uri))
+        if m and datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc) < cutoff:
+            storage.delete(uris.join(folder.uri, "_temporary"), recursive=True)
+
+
+def _delta_schema(df: DataFrame):
+    from deltalake import Schema
+
+    return Schema.from_arrow(to_arrow_schema(df.schema, timezone="UTC"))
 
 
 def _removes_for(table, partition_by, partitions) -> list:
@@ -161,9 +244,9 @@ def _partition_string(value) -> str | None:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _is_data_file(uri: str) -> bool:
-    base = uris.name(uri)
-    return not base.startswith((".", "_"))
+def _is_data_file(relative: str) -> bool:
+    """Not Spark's bookkeeping (``_SUCCESS``, ``.crc``, ``_temporary/``)."""
+    return not any(part.startswith((".", "_")) for part in relative.split("/"))
 
 
 def _row_counts(df: DataFrame, file_uris: list[str]) -> dict[str, int]:
@@ -171,7 +254,7 @@ def _row_counts(df: DataFrame, file_uris: list[str]) -> dict[str, int]:
     if not file_uris:
         return {}
     counts = (
-        df.sparkSession.read.parquet(*file_uris)
+        df.sparkSession.read.parquet(*[uris.literal(u) for u in file_uris])
         .groupBy(F.input_file_name().alias("file"))
         .count()
         .collect()

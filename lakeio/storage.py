@@ -57,6 +57,17 @@ class Storage:
             return []
         return [self._status(st) for st in fs.listStatus(path)]
 
+    def walk(self, uri: str) -> list[FileStatus]:
+        """Every file below a folder, at any depth (empty when it does not exist)."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return []
+        found, files = [], fs.listFiles(path, True)
+        while files.hasNext():
+            found.append(self._status(files.next()))
+        return found
+
     def glob(self, pattern: str) -> list[FileStatus]:
         """Hadoop glob (``*``, ``?``, ``{a,b}``); empty when nothing matches."""
         path = self._path(pattern)

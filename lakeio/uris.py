@@ -118,3 +118,8 @@ def common_folder(table_uris: list[str]) -> str:
     if not common.strip("/"):
         return ""
     return table_uris[0][:table_uris[0].find(common) + len(common)] + "/"
+
+
+def literal(uri: str) -> str:
+    """A path Spark and Hadoop read as named: unescaped, ``[``, ``{``, ``*``, ``?`` are a glob."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", uri)

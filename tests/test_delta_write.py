@@ -64,3 +64,25 @@ def test_with_delta_jars_spark_writes_delta_itself(spark, tmp_path):
                          [{"day": "2026-01-01", "tag": "x"}], mode="replace_partitions", use_delta_jars=True)
     assert result.engine == "delta-spark"
     assert DeltaTable(table).to_pyarrow_table().num_rows == 1
+
+
+def test_each_run_writes_its_own_folder_and_old_dead_staging_is_cleared(spark, tmp_path):
+    from datetime import datetime, timezone
+
+    table = tmp_path / "t"
+    now = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dead = table / "run-20200101T000000Z-deadbeef" / "_temporary" / "0" / "task_0" / "day=2026-01-01" / "tag=x"
+    recent = table / f"run-{now}-0badcafe" / "_temporary" / "0" / "task_0" / "day=2026-01-01" / "tag=x"
+    for folder in (dead, recent):
+        folder.mkdir(parents=True)
+        (folder / "part-0.parquet").write_bytes(b"a dead run's committed task output")
+
+    write_delta(frame(spark, [(1, "a", date(2026, 1, 1), "x")]), str(table), PARTS, [{"day": "2026-01-01", "tag": "x"}],
+                mode="replace_partitions", use_delta_jars=False)
+
+    [add] = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist()
+    assert add["path"].startswith("run-") and "/day=2026-01-01/tag=x/part-" in add["path"]
+    assert not (table / add["path"].split("/")[0] / "_SUCCESS").exists()
+    assert not (table / "run-20200101T000000Z-deadbeef" / "_temporary").exists()  # a day old: the run is dead
+    assert recent.is_dir()  # may still be running
+    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 1

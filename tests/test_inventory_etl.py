@@ -80,7 +80,7 @@ def test_file_schema_spellings_are_one_field_list():
     assert csv == parquet == orc == ("bucket", "key", "size", "last_modified_date", "e_tag", "is_multipart_uploaded")
 
 
-def test_discovery_picks_newest_delivery_of_newest_date(spark, tmp_path):
+def test_discovery_picks_the_newest_delivery_of_each_day_not_yet_ingested(spark, tmp_path):
     root = tmp_path / "dest"
     deliver(root, "a", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
     deliver(root, "a", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc))
@@ -89,18 +89,35 @@ def test_discovery_picks_newest_delivery_of_newest_date(spark, tmp_path):
     only_old = deliver(root, "b", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
     (root / "a" / "daily" / "hive").mkdir()  # S3 also writes symlink folders; they are not deliveries
 
-    found = discover(Storage(spark), str(root))
-    assert found.inventory_date == date(2026, 11, 21)
-    assert [m.split("/a/")[1] for m in found.manifests] == ["daily/2026-11-21T13-00Z/manifest.json",
-                                                            "weekly/2026-11-21T02-00Z/manifest.json"]
-    assert newest.as_posix() in found.manifests[0]
-    assert found.stale == {("b", "daily"): date(2026, 11, 20)}
+    found = discover(Storage(spark), str(root))  # an empty table: each pair's newest day
+    assert [m.split("/dest/")[1] for m in found.manifests] == [
+        "b/daily/2026-11-20T01-00Z/manifest.json", "a/daily/2026-11-21T13-00Z/manifest.json",
+        "a/weekly/2026-11-21T02-00Z/manifest.json"]
+    assert newest.as_posix() in found.manifests[1] and found.stale == {}
+
+    # the table holds a/daily up to the 19th and b/daily up to the 21st: a's late days both come
+    held = {("a", "daily"): date(2026, 11, 19), ("b", "daily"): date(2026, 11, 21)}
+    late = discover(Storage(spark), str(root), config_ids=["daily"], held=held)
+    assert [m.split("/dest/")[1] for m in late.manifests] == [
+        "a/daily/2026-11-20T01-00Z/manifest.json", "a/daily/2026-11-21T13-00Z/manifest.json"]
+    assert late.stale == {("b", "daily"): date(2026, 11, 20)}
 
     older = discover(Storage(spark), str(root), on_date=date(2026, 11, 20), config_ids=["daily"])
     assert sorted(m.split("/dest/")[1] for m in older.manifests) == [
         "a/daily/2026-11-20T01-00Z/manifest.json", "b/daily/2026-11-20T01-00Z/manifest.json"]
-    assert only_old.as_posix() in older.manifests[1]
     assert discover(Storage(spark), str(root), source_buckets=["b"]).manifests == [f"file://{only_old}"]
+    assert discover(Storage(spark), str(root), on_date=date(2026, 11, 21)).stale == {("b", "daily"): date(2026, 11, 20)}
+
+
+def test_a_late_delivery_for_an_earlier_day_is_ingested_by_the_next_run(spark, tmp_path):
+    root, table = tmp_path / "dest", tmp_path / "inv"
+    deliver(root, "a", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
+    assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
+    deliver(root, "a", when=datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc))
+    deliver(root, "a", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc))  # arrives after the 22nd's
+    assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
+    days = sorted({r["inventory_date"] for r in table_rows(table)})
+    assert days == [date(2026, 11, 20), date(2026, 11, 21), date(2026, 11, 22)]
 
 
 def test_path_root_maps_a_bucket_to_another_root(spark, tmp_path):
@@ -216,6 +233,8 @@ def test_bad_delivery_is_refused_and_the_others_still_go_in(spark, tmp_path, cas
     ('"src","a","lots","2026-01-01T00:00:00.000Z","e","STANDARD"\n', "unparseable size"),
     ('"src","bad%zzkey","1","2026-01-01T00:00:00.000Z","e","STANDARD"\n', "unparseable key"),
     ('"elsewhere","a","1","2026-01-01T00:00:00.000Z","e","STANDARD"\n', "row of another bucket"),
+    ('"src","a","2026-01-01T00:00:00.000Z","1234","e","STANDARD"\n', "unparseable size"),  # columns swapped
+    ('"src","a","1234","1234","e","STANDARD"\n', "unparseable last_modified_date"),  # not a year 1234
 ])
 def test_csv_rows_that_disagree_with_file_schema_refuse_the_delivery(spark, tmp_path, body, problem):
     import gzip
@@ -230,20 +249,13 @@ def test_csv_rows_that_disagree_with_file_schema_refuse_the_delivery(spark, tmp_
     assert not (tmp_path / "inv" / "_delta_log").exists()
 
 
-def test_refused_delivery_keeps_its_partition_siblings_out(spark, tmp_path):
+def test_a_refused_configuration_leaves_the_other_configuration_of_its_bucket_in(spark, tmp_path):
     good = deliver(tmp_path / "dest", "src", config="daily")
     bad = deliver(tmp_path / "dest", "src", config="extra")
     _md5_mismatch(bad)
     result = ingest(spark, tmp_path / "inv", [good, bad])
-    assert {d.status for d in result.deliveries} == {"refused"}
-    assert "partition is left as it was" in next(d.error for d in result.deliveries if d.config_id == "daily")
-
-
-def test_two_configs_of_one_bucket_share_the_partition(spark, tmp_path):
-    a = deliver(tmp_path / "dest", "src", config="daily", objects=AWKWARD_OBJECTS[:2])
-    b = deliver(tmp_path / "dest", "src", config="prefix-b", objects=AWKWARD_OBJECTS[2:4])
-    ingest(spark, tmp_path / "inv", [a, b])
-    assert sorted(r["config_id"] for r in table_rows(tmp_path / "inv")) == ["daily"] * 2 + ["prefix-b"] * 2
+    assert {d.config_id: d.status for d in result.deliveries} == {"daily": "ingested", "extra": "refused"}
+    assert {r["config_id"] for r in table_rows(tmp_path / "inv")} == {"daily"}
 
 
 def test_without_checksum_verification_a_wrong_md5_is_accepted_but_size_is_not(spark, tmp_path):

@@ -13,7 +13,6 @@ only fails its own table.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import reduce
 
@@ -170,26 +169,21 @@ def _read_actions(spark: SparkSession, segments: list[LogSegment]) -> tuple[Data
     frames = []
     if json_files:
         frames.append(_tagged(spark, catalog, json_files, _reader(spark, _JSON_SCHEMA).option("mode", "PERMISSIVE")
-                              .json([_literal(uri) for _, _, uri, _ in json_files])))
+                              .json([uris.literal(uri) for _, _, uri, _ in json_files])))
     if parquet_files:
         frames.append(_tagged(spark, catalog, parquet_files, _reader(spark, ACTIONS_SCHEMA)
-                              .parquet(*[_literal(uri) for _, _, uri, _ in parquet_files])))
+                              .parquet(*[uris.literal(uri) for _, _, uri, _ in parquet_files])))
     actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     sidecars = _sidecar_files(actions, segments)
     if sidecars:
         sidecar_actions = _tagged(spark, catalog, sidecars, _reader(spark, ACTIONS_SCHEMA)
-                                  .parquet(*[_literal(uri) for _, _, uri, _ in sidecars]))
+                                  .parquet(*[uris.literal(uri) for _, _, uri, _ in sidecars]))
         actions = actions.unionByName(sidecar_actions, allowMissingColumns=True)
     return actions, catalog
 
 
 def _reader(spark: SparkSession, schema: StructType):
     return spark.read.schema(schema).options(**_EXACT_READ)
-
-
-def _literal(uri: str) -> str:
-    """A path Spark reads as named: Hadoop would expand ``[``, ``{``, ``*``, ``?`` as a glob."""
-    return re.sub(r"([\\\[\]{}*?])", r"\\\1", uri)
 
 
 def _tagged(spark: SparkSession, catalog: list[_LogFile], files: list, frame: DataFrame) -> DataFrame:

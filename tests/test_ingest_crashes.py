@@ -1,0 +1,121 @@
+"""Job 1 killed for real (SIGKILL of the whole process) and run again: the table is always
+exactly the deliveries, row for row, and every engine reads it.
+
+The job runs as ``python -m inventory_etl`` in its own process group; the re-run uses the
+test session. ``SOAK_RUNS`` sets how many random kill points the soak test tries (20).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from inventory_etl.contract import read_inventory
+from inventory_etl.discovery import discover
+from inventory_etl.ingest import IngestInventory
+from inventory_etl.producer import InventoryObject, write_delivery
+from lakeio.storage import Storage
+
+ROOT = Path(__file__).resolve().parents[1]
+DELIVERED = datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc)
+
+
+def _deliveries(root: Path, buckets: int, rows: int) -> dict[tuple[str, str], int]:
+    """One delivery per bucket, several report files each; returns how often each (bucket, key) is listed."""
+    expected: Counter = Counter()
+    for b in range(buckets):
+        objects = [InventoryObject(f"t/part-{i:07d}.parquet", i, 1_763_000_000_000 + i) for i in range(rows)]
+        write_delivery(str(root), f"bucket{b}", "daily", objects, DELIVERED, rows_per_file=max(rows // 4, 1))
+        expected.update((f"bucket{b}", o.key) for o in objects)
+    return dict(expected)
+
+
+def _start_job(table: Path, root: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "inventory_etl", "--inventory-table", str(table), "--inventory-root", str(root),
+         "--master", "local[2]"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _kill(job: subprocess.Popen) -> None:
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait(timeout=60)
+    job.stderr.close()
+
+
+def _committed_task(table: Path) -> bool:
+    """A write task committed its output (Spark's v1 committer) while the job is still running."""
+    return any(table.glob("**/_temporary/0/task_*"))
+
+
+def _rerun(spark, table: Path, root: Path):
+    manifests = discover(Storage(spark), str(root)).manifests
+    return IngestInventory(spark, str(table)).execute(manifests)
+
+
+def _assert_exact(spark, table: Path, expected: dict[tuple[str, str], int]) -> None:
+    """Delta-rs, pyarrow (the log's files) and Spark all read exactly the delivered rows."""
+    dt = DeltaTable(str(table))
+    by_deltalake = Counter((r["bucket"], r["key"]) for r in dt.to_pyarrow_table(columns=["bucket", "key"]).to_pylist())
+    assert by_deltalake == expected
+    by_pyarrow = sum(pq.ParquetFile(uri.removeprefix("file://")).metadata.num_rows for uri in dt.file_uris())
+    assert by_pyarrow == sum(expected.values())
+    by_spark = read_inventory(spark, str(table)).groupBy("bucket").count().collect()
+    assert {r["bucket"]: r["count"] for r in by_spark} == dict(Counter(b for b, _ in expected))
+
+
+def test_a_run_killed_after_some_write_tasks_committed_leaves_nothing_for_the_rerun_to_sweep_in(spark, tmp_path):
+    root, table = tmp_path / "dest", tmp_path / "inv"
+    expected = _deliveries(root, buckets=4, rows=60_000)
+    job = _start_job(table, root)
+    deadline = time.monotonic() + 300
+    while not _committed_task(table):
+        if job.poll() is not None:
+            pytest.fail(f"the job ended (exit {job.returncode}) before a write task committed: {job.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            _kill(job)
+            pytest.fail("no write task committed within 300 s")
+        time.sleep(0.01)
+    _kill(job)
+    assert not (table / "_delta_log").exists(), "the killed run must not have committed"
+
+    result = _rerun(spark, table, root)
+
+    assert [d.status for d in result.deliveries] == ["ingested"] * 4
+    _assert_exact(spark, table, expected)
+
+
+def test_soak_killed_at_random_points_then_rerun(spark, tmp_path):
+    runs = int(os.environ.get("SOAK_RUNS", "20"))
+    root, table = tmp_path / "dest", tmp_path / "inv"
+    expected = _deliveries(root, buckets=3, rows=4_000)
+    chance = random.Random(int(os.environ.get("SOAK_SEED", "11")))
+    outcomes = Counter()
+    for _ in range(runs):
+        job = _start_job(table, root)
+        for line in job.stderr:  # the job's own work starts once it reads manifests
+            if "reading" in line and "manifest" in line:
+                break
+        time.sleep(chance.uniform(0.0, 4.0))
+        outcomes["finished" if job.poll() is not None else "killed"] += 1
+        _kill(job)
+        result = _rerun(spark, table, root)
+        assert {d.status for d in result.deliveries} == {"ingested"}, [d.error for d in result.deliveries]
+        _assert_exact(spark, table, expected)
+    print(f"soak: {runs} run(s), {dict(outcomes)}")
+    assert outcomes["killed"] >= runs // 2, outcomes  # most kill points fall inside the job's work

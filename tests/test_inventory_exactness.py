@@ -1,0 +1,272 @@
+"""The inventory table is exact or the delivery is refused: configurations, re-deliveries,
+timestamps out of the ordinary, targets that are not ours, and real-world oddities."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import date, datetime, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from inventory_etl.cli import main
+from inventory_etl.contract import read_inventory
+from inventory_etl.ingest import IngestInventory
+from tests.deliveries import AWKWARD_OBJECTS, T0, data_files, deliver, replace_data_file, rewrite_manifest
+
+LATER = datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc)
+
+
+def ingest(spark, table, manifests, **options):
+    return IngestInventory(spark, str(table), **options).execute([str(m) for m in manifests])
+
+
+def rows_of(table) -> list[dict]:
+    return DeltaTable(str(table)).to_pyarrow_table().to_pylist()
+
+
+def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_path):
+    daily = deliver(tmp_path / "dest", "src", config="daily", objects=AWKWARD_OBJECTS)
+    weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:3])
+    ingest(spark, tmp_path / "inv", [daily])
+    ingest(spark, tmp_path / "inv", [weekly])  # a second run, another configuration
+
+    rows = rows_of(tmp_path / "inv")
+    assert sorted(r["config_id"] for r in rows) == ["daily"] * len(AWKWARD_OBJECTS) + ["weekly"] * 3
+    # readers see one row per object however many configurations list it
+    assert read_inventory(spark, str(tmp_path / "inv")).count() == len(AWKWARD_OBJECTS)
+
+    smaller = deliver(tmp_path / "dest2", "src", config="daily", objects=AWKWARD_OBJECTS[:1], when=LATER)
+    ingest(spark, tmp_path / "inv", [smaller])
+    rows = rows_of(tmp_path / "inv")
+    assert sorted(r["config_id"] for r in rows) == ["daily"] + ["weekly"] * 3
+
+
+def test_the_newest_delivery_of_a_partition_wins_and_an_older_one_is_refused(spark, tmp_path):
+    early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS)
+    late = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=LATER)
+
+    result = ingest(spark, tmp_path / "inv", [late, early, late])  # the same manifest twice, too
+    assert {d.status: d.manifest_uri.endswith(str(late)) for d in result.deliveries} == {
+        "ingested": True, "superseded": False}
+    assert result.superseded[0].superseded_by.endswith(str(late))
+    assert len(rows_of(tmp_path / "inv")) == 2
+
+    older = ingest(spark, tmp_path / "inv", [early])
+    assert older.deliveries[0].status == "refused" and "older than the delivery the table holds" in older.deliveries[0].error
+    assert len(rows_of(tmp_path / "inv")) == 2
+
+    assert ingest(spark, tmp_path / "inv", [late]).deliveries[0].status == "ingested"  # the same one again is fine
+    forced = ingest(spark, tmp_path / "inv", [early], allow_older=True)
+    assert forced.deliveries[0].status == "ingested"
+    assert len(rows_of(tmp_path / "inv")) == len(AWKWARD_OBJECTS)
+
+
+def _parquet_report(manifest, table: pa.Table, schema: str) -> None:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    replace_data_file(manifest, buffer.getvalue())
+    rewrite_manifest(manifest, lambda doc: doc.update(fileSchema=schema))
+
+
+def test_timestamps_past_2262_are_stored_so_that_every_engine_reads_them(spark, tmp_path):
+    manifest = deliver(tmp_path / "dest")
+    far = datetime(9999, 12, 31, tzinfo=timezone.utc)
+    _parquet_report(manifest, pa.table({
+        "bucket": ["src"], "key": ["locked.parquet"], "size": pa.array([5], pa.int64()),
+        "last_modified_date": pa.array([datetime(2999, 1, 2, tzinfo=timezone.utc)], pa.timestamp("ms", tz="UTC")),
+        "object_lock_retain_until_date": pa.array([far], pa.timestamp("ms", tz="UTC")),
+    }), "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); optional int64 size; "
+        "optional int64 last_modified_date (TIMESTAMP_MILLIS); optional int64 object_lock_retain_until_date "
+        "(TIMESTAMP_MILLIS); }")
+
+    assert ingest(spark, tmp_path / "inv", [manifest]).deliveries[0].status == "ingested"
+
+    dt = DeltaTable(str(tmp_path / "inv"))
+    [row] = dt.to_pyarrow_table().to_pylist()
+    assert row["object_lock_retain_until_date"] == far and row["last_modified"].year == 2999
+    for uri in dt.file_uris():
+        assert pq.read_table(uri.removeprefix("file://"))["object_lock_retain_until_date"].to_pylist() == [far]
+    [read] = read_inventory(spark, str(tmp_path / "inv")).collect()
+    assert read["object_lock_retain_until_date"].year == 9999
+    assert read["modificationTime"] == int(datetime(2999, 1, 2, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_a_plain_int64_last_modified_date_is_milliseconds(spark, tmp_path):
+    manifest = deliver(tmp_path / "dest")
+    _parquet_report(manifest, pa.table({
+        "bucket": ["src"], "key": ["a"], "size": pa.array([1], pa.int64()),
+        "last_modified_date": pa.array([T0], pa.int64()),
+    }), "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); optional int64 size; "
+        "optional int64 last_modified_date; }")
+    ingest(spark, tmp_path / "inv", [manifest])
+    [row] = rows_of(tmp_path / "inv")
+    assert row["modificationTime"] == T0
+
+
+def _plain_folder(target):
+    target.mkdir()
+    (target / "notes.txt").write_text("someone's files")
+
+
+def _parquet_dataset(target):
+    target.mkdir()
+    pq.write_table(pa.table({"x": [1]}), target / "part-0.parquet")
+
+
+def _other_delta_table(target):
+    write_deltalake(str(target), pa.table({"path": ["a"], "salary": [1]}))
+
+
+def _partitioned_the_old_way(target):
+    write_deltalake(str(target), pa.table({"path": ["a"], "inventory_date": [date(2026, 1, 1)], "bucket": ["b"]}),
+                    partition_by=["inventory_date", "bucket"])
+
+
+@pytest.mark.parametrize("target, problem", [
+    (_plain_folder, "not empty and not a Delta table"),
+    (_parquet_dataset, "not empty and not a Delta table"),
+    (_other_delta_table, "partitioned by []"),
+    (_partitioned_the_old_way, "partitioned by ['inventory_date', 'bucket']"),
+])
+def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp_path, target, problem):
+    table = tmp_path / "inv"
+    target(table)
+    before = sorted(p.relative_to(table) for p in table.rglob("*"))
+
+    result = ingest(spark, table, [deliver(tmp_path / "dest")])
+
+    assert result.deliveries[0].status == "refused" and problem in result.deliveries[0].error
+    assert sorted(p.relative_to(table) for p in table.rglob("*")) == before
+
+
+def test_a_foreign_column_is_refused_and_an_older_schema_of_ours_is_evolved_out_loud(spark, tmp_path):
+    table = tmp_path / "inv"
+    ingest(spark, table, [deliver(tmp_path / "dest")])
+    dt = DeltaTable(str(table))
+    older = tmp_path / "older"  # our table as an older release wrote it: without lifecycle_expiration_date
+    write_deltalake(str(older), dt.to_pyarrow_table().drop_columns(["lifecycle_expiration_date"]),
+                    partition_by=["inventory_date", "bucket", "config_id"])
+
+    result = ingest(spark, older, [deliver(tmp_path / "dest2", "other")])
+
+    assert result.deliveries[0].status == "ingested"
+    assert any("added column(s) lifecycle_expiration_date" in n for n in result.notes)
+    rows = rows_of(older)
+    assert {r["bucket"] for r in rows} == {"src", "other"} and all("lifecycle_expiration_date" in r for r in rows)
+
+    write_deltalake(str(older), pa.table({"extra": pa.array([], pa.string())}), mode="append", schema_mode="merge")
+    refused = ingest(spark, older, [deliver(tmp_path / "dest3", "third")])
+    assert refused.deliveries[0].status == "refused" and "['extra'] this write does not know" in refused.deliveries[0].error
+
+
+def test_a_data_file_outside_the_delivery_layout_refuses_only_its_delivery(spark, tmp_path):
+    good = deliver(tmp_path / "dest", "good")
+    odd = deliver(tmp_path / "dest", "odd")
+    rewrite_manifest(odd, lambda doc: doc["files"][0].update(key="somewhere/else/data.parquet"))
+
+    result = ingest(spark, tmp_path / "inv", [good, odd])
+
+    outcome = {d.source_bucket: d for d in result.deliveries}
+    assert outcome["good"].status == "ingested"
+    assert outcome["odd"].status == "refused"
+    assert outcome["odd"].error.startswith("s3://inventory-destination/somewhere/else/data.parquet: cannot read")
+
+
+@pytest.mark.parametrize("report, problem", [
+    (pa.table({"bucket": ["src", "src"], "key": ["a", "b"], "size": [1, -5]}), "unusable, first: negative size (key b)"),
+    (pa.table({"bucket": ["src", "src", "src"], "key": ["a", "b", "a"], "size": [1, 2, 1]}),
+     "1 row(s) repeat an object of the delivery, first: key a"),
+])
+def test_rows_that_cannot_be_true_refuse_the_delivery_naming_the_data_file(spark, tmp_path, report, problem):
+    manifest = deliver(tmp_path / "dest")
+    stamps = pa.array([T0] * report.num_rows, pa.timestamp("ms", tz="UTC"))
+    _parquet_report(manifest, report.append_column("last_modified_date", stamps),
+                    "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); "
+                    "optional int64 size; optional int64 last_modified_date (TIMESTAMP_MILLIS); }")
+
+    [outcome] = ingest(spark, tmp_path / "inv", [manifest]).deliveries
+
+    assert outcome.status == "refused" and problem in outcome.error
+    assert outcome.error.split(": ")[0].endswith(data_files(manifest)[0].name)
+
+
+def test_an_orc_delivery_of_several_files_is_read_whole(spark, tmp_path):
+    manifest = deliver(tmp_path / "dest", fmt="ORC", rows_per_file=2)
+    assert len(json.loads(manifest.read_text())["files"]) == 3
+    [outcome] = ingest(spark, tmp_path / "inv", [manifest]).deliveries
+    assert outcome.status == "ingested" and outcome.rows == len(AWKWARD_OBJECTS)
+
+
+def test_roots_with_glob_characters_are_read_as_named(spark, tmp_path):
+    root, table = tmp_path / "dest[1]{a,b}", tmp_path / "inv[x]"
+    deliver(root, "src")
+    assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
+    assert len(rows_of(table)) == len(AWKWARD_OBJECTS)
+
+
+@pytest.mark.parametrize("value", ["src =x", "src=", "=s3://x", "src= s3://x"])
+def test_a_malformed_path_root_is_a_usage_error(value):
+    with pytest.raises(SystemExit) as usage:
+        main(["--inventory-table", "t", "--manifest", "m", "--path-root", value])
+    assert usage.value.code == 2
+
+
+def test_two_ingestions_into_one_table_at_once_both_land(spark, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    table = tmp_path / "inv"
+    ingest(spark, table, [deliver(tmp_path / "dest0", "first")])  # the table exists; both runs then commit to it
+    manifests = [deliver(tmp_path / f"dest{b}", f"bucket{b}") for b in (1, 2)]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda m: ingest(spark, table, [m]), manifests))
+
+    assert [d.status for r in results for d in r.deliveries] == ["ingested", "ingested"], \
+        [d.error for r in results for d in r.deliveries]
+    assert sorted({r["bucket"] for r in rows_of(table)}) == ["bucket1", "bucket2", "first"]
+    assert len(rows_of(table)) == 3 * len(AWKWARD_OBJECTS)
+
+
+def _manifest_of(spark, manifest_path, **file_entry):
+    from inventory_etl.manifest import parse_manifest
+
+    rewrite_manifest(manifest_path, lambda doc: doc["files"][0].update(file_entry))
+    return parse_manifest(f"file://{manifest_path}", manifest_path.read_bytes(), None)
+
+
+def test_a_data_file_over_2_gib_is_checked_in_bounded_memory(spark, tmp_path):
+    from inventory_etl.verify import verify_data_files
+
+    manifest_path = deliver(tmp_path / "dest")
+    big = data_files(manifest_path)[0]
+    with open(big, "wb") as out:
+        out.truncate(2**31 + 1)  # sparse: two gigabytes of zeros, past what one byte array holds
+    right = _manifest_of(spark, manifest_path, size=2**31 + 1, MD5checksum="97cdd4bb45c3d5d652c0079901fb4eec")
+    assert verify_data_files(spark, [right]) == {}
+    wrong = _manifest_of(spark, manifest_path, MD5checksum="0" * 32)
+    assert "MD5 97cdd4bb45c3d5d652c0079901fb4eec does not match" in str(verify_data_files(spark, [wrong])[wrong.uri])
+
+
+def test_data_files_on_s3_are_streamed_by_the_tasks(spark, tmp_path, s3_endpoint):
+    import boto3
+
+    from inventory_etl.verify import verify_data_files
+
+    manifest_path = deliver(tmp_path / "dest")
+    body = data_files(manifest_path)[0].read_bytes()
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="inventory-destination")
+    s3.put_object(Bucket="inventory-destination", Key="elsewhere/report.parquet", Body=body)
+    found = _manifest_of(spark, manifest_path, key="elsewhere/report.parquet")
+    gone = _manifest_of(spark, manifest_path, key="elsewhere/gone.parquet")
+    assert found.files[0].uri == "s3://inventory-destination/elsewhere/report.parquet"
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("fs.s3a.endpoint", s3_endpoint)  # as a cluster sets it for an S3-compatible store
+    try:
+        assert verify_data_files(spark, [found]) == {}
+        assert "is missing" in str(verify_data_files(spark, [gone])[gone.uri])
+    finally:
+        hadoop.unset("fs.s3a.endpoint")
