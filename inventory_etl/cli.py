@@ -14,10 +14,11 @@ import time
 from inventory_etl.contract import newest_dates
 from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
+from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
 from lakeio.spark import get_spark
-from lakeio.text import human_bytes
+from lakeio.text import first_line, human_bytes
 from lakeio.storage import Storage
 
 
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a delivery's manifest.json; repeat for several")
     source.add_argument("--inventory-root", metavar="URI",
                         help="destination prefix laid out as S3 delivers: <root>/<bucket>/<config>/<date>/manifest.json")
+    source.add_argument("--migrate-from", metavar="URI",
+                        help="instead of ingesting: copy an inventory table written by an earlier release "
+                             "(partitioned by inventory_date, bucket) into --inventory-table in today's layout")
     parser.add_argument("--date", type=iso_date, metavar="YYYY-MM-DD",
                         help="with --inventory-root: the inventory date to ingest (default, per bucket and configuration: "
                              "every date from the newest the table holds on, or the newest present for a new one)")
@@ -59,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.manifest and (args.date or args.source_bucket or args.config_id):
-        parser.error("--date, --source-bucket and --config-id go with --inventory-root, not --manifest")
+    if not args.inventory_root and (args.date or args.source_bucket or args.config_id):
+        parser.error("--date, --source-bucket and --config-id go with --inventory-root")
     path_roots = {}
     for item in args.path_root:
         bucket, sep, root = item.partition("=")
@@ -70,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     spark = get_spark("inventory_etl", args.master)
+    if args.migrate_from:
+        return _migrate(spark, args.migrate_from, args.inventory_table)
     notes = []
     if args.inventory_root:
         held = newest_dates(uris.to_uri(args.inventory_table))
@@ -94,6 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary_json:
         write_text(spark, args.summary_json, result.to_json() + "\n")
     return 1 if result.refused else 0
+
+
+def _migrate(spark, source: str, target: str) -> int:
+    try:
+        written = migrate(spark, source, target)
+    except Exception as exc:  # an unreadable source, a target that is not ours: said, not raised
+        print(f"error: cannot copy {source} into {target}: {first_line(exc)}", file=sys.stderr)
+        return 1
+    print(f"copied {written.rows:,} rows of {source} into {written.table_uri} ({written.files_added} files); "
+          f"{source} is left as it was")
+    return 0
 
 
 def render_summary(result: IngestResult) -> str:

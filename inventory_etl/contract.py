@@ -26,6 +26,8 @@ from lakeio.delta_read import TableNotFound, partitions, read_delta
 # One partition per delivery unit: each inventory configuration of a bucket is replaced
 # on its own, so two configurations never overwrite each other's rows.
 PARTITION_COLUMNS = ("inventory_date", "bucket", "config_id")
+# How releases before config_id partitioning laid the table out (``--migrate-from`` copies it).
+EARLIER_PARTITION_COLUMNS = ("inventory_date", "bucket")
 
 # Report fields S3 Inventory can deliver, by their snake_case name, with the type we store.
 REPORT_FIELDS: dict[str, object] = {

@@ -18,12 +18,12 @@ from typing import Callable, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS
+from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, PARTITION_COLUMNS
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
 from lakeio import uris
-from lakeio.delta_read import TableNotFound, read_delta
+from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, write_delta
 from lakeio.text import first_line
 from lakeio.storage import Storage
@@ -111,6 +111,7 @@ class IngestInventory:
         started = time.monotonic()
         result = IngestResult(self.inventory_table, [])
         manifests = self._load_manifests(list(dict.fromkeys(uris.to_uri(u) for u in manifest_uris)), result)
+        manifests = self._not_into_an_earlier_layout(manifests, result)
         manifests = self._newest_per_partition(manifests, result)
         manifests = self._not_older_than_table(manifests, result)
         manifests = self._verify_data_files(manifests, result)
@@ -137,6 +138,17 @@ class IngestInventory:
                 self._refuse(result, uri, exc)
         return loaded
 
+    def _not_into_an_earlier_layout(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """A table partitioned as earlier releases did would let configurations overwrite each other."""
+        if manifests and partition_columns(self.inventory_table) == list(EARLIER_PARTITION_COLUMNS):
+            problem = (f"{self.inventory_table}: written by an earlier release, partitioned by "
+                       f"{', '.join(EARLIER_PARTITION_COLUMNS)}; copy it once into a new table with "
+                       f"--inventory-table NEW --migrate-from {self.inventory_table}, then ingest into NEW")
+            for m in manifests:
+                self._refuse(result, m.uri, DeliveryError(m.uri, problem), m)
+            return []
+        return manifests
+
     def _newest_per_partition(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
         """Several deliveries of one (date, bucket, config): the newest goes in, the others are superseded."""
         newest: dict[tuple, Manifest] = {}
@@ -154,6 +166,7 @@ class IngestInventory:
         table back in time: refused unless ``allow_older``."""
         if self.allow_older or not manifests:
             return manifests
+        self.progress(f"checking which deliveries {self.inventory_table} holds")
         held = self._held_deliveries({m.inventory_date for m in manifests})
         kept = []
         for m in manifests:

@@ -31,6 +31,14 @@ def partition_values(table_uri: str, column: str) -> set:
     return {values[0] for values in partitions(table_uri, [column])}
 
 
+def partition_columns(table_uri: str) -> list[str] | None:
+    """The table's partition columns; None when there is no table."""
+    try:
+        return list(_open(table_uri).metadata().partition_columns)
+    except TableNotFound:
+        return None
+
+
 def partitions(table_uri: str, columns: list[str]) -> set[tuple]:
     """The distinct value tuples of some partition columns, from the log alone."""
     actions = pa.table(_open(table_uri).get_add_actions(flatten=True))

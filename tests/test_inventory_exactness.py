@@ -130,7 +130,7 @@ def _partitioned_the_old_way(target):
     (_plain_folder, "not empty and not a Delta table"),
     (_parquet_dataset, "not empty and not a Delta table"),
     (_other_delta_table, "partitioned by []"),
-    (_partitioned_the_old_way, "partitioned by ['inventory_date', 'bucket']"),
+    (_partitioned_the_old_way, "written by an earlier release, partitioned by inventory_date, bucket; copy it once"),
 ])
 def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp_path, target, problem):
     table = tmp_path / "inv"
@@ -141,6 +141,30 @@ def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp
 
     assert result.deliveries[0].status == "refused" and problem in result.deliveries[0].error
     assert sorted(p.relative_to(table) for p in table.rglob("*")) == before
+
+
+def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(spark, tmp_path, capsys):
+    from inventory_etl.contract import EARLIER_PARTITION_COLUMNS
+    from lakeio.delta_read import read_delta
+    from lakeio.delta_write import write_delta
+
+    current, earlier, copied = tmp_path / "current", tmp_path / "earlier", tmp_path / "copied"
+    ingest(spark, current, [deliver(tmp_path / "dest", "src"), deliver(tmp_path / "dest", "other")])
+    rows = read_delta(spark, str(current))
+    write_delta(rows.drop("lifecycle_expiration_date"), str(earlier), EARLIER_PARTITION_COLUMNS,
+                [{"inventory_date": "2026-11-21", "bucket": b} for b in ("src", "other")], mode="append")
+
+    assert main(["--inventory-table", str(copied), "--migrate-from", str(earlier)]) == 0
+    assert f"copied {2 * len(AWKWARD_OBJECTS)} rows" in capsys.readouterr().out
+    assert DeltaTable(str(copied)).metadata().partition_columns == ["inventory_date", "bucket", "config_id"]
+    assert sorted((r["bucket"], r["key"], r["config_id"]) for r in rows_of(copied)) == \
+        sorted((r["bucket"], r["key"], r["config_id"]) for r in rows_of(current))
+    assert len(rows_of(earlier)) == 2 * len(AWKWARD_OBJECTS)  # left as it was
+
+    weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:1])
+    assert ingest(spark, copied, [weekly]).deliveries[0].status == "ingested"
+    assert len(rows_of(copied)) == 2 * len(AWKWARD_OBJECTS) + 1
+    assert main(["--inventory-table", str(earlier), "--migrate-from", str(earlier)]) == 1
 
 
 def test_a_foreign_column_is_refused_and_an_older_schema_of_ours_is_evolved_out_loud(spark, tmp_path):
