@@ -1,10 +1,12 @@
 """Checking that every data file a manifest lists is there, whole and unchanged.
 
-Presence, size and MD5 are checked by Spark tasks, one per data file, in one job for all
-deliveries of the run (nothing serial on the driver): each task streams its
-file through pyarrow's filesystems (local, ``s3://``/``s3a://`` with the usual AWS
-credential chain and the cluster's ``fs.s3a.endpoint``, ``gs://``, ``hdfs://``) in fixed-size chunks, so memory stays bounded
-and files of any size (AWS writes several hundred MB, sometimes over 2 GiB) work.
+With MD5 sums, Spark tasks check presence, size and MD5, one task per data file, in one
+job for all deliveries of the run: each task streams its file through pyarrow's
+filesystems (local, ``s3://``/``s3a://`` with the usual AWS credential chain and the
+cluster's ``fs.s3a.endpoint``, ``gs://``, ``hdfs://``) in fixed-size chunks, so memory
+stays bounded and files of any size (AWS writes several hundred MB, sometimes over
+2 GiB) work. Sizes alone come from the cluster's Hadoop connector on the driver, which
+also serves clusters whose S3 access exists only there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from pyspark.sql import SparkSession
 
 from inventory_etl.manifest import DeliveryError, Manifest
 from lakeio import uris
+from lakeio.storage import Storage
 from lakeio.text import first_line
+
+_Measured = tuple[str, int | None, str | None, str | None]  # uri, length, MD5 hex, problem
+_MISSING = "data file listed in the manifest is missing"
+_CHUNK_BYTES = 8 << 20  # what one task holds of a data file at a time
 
 
 def verify_data_files(spark: SparkSession, manifests: list[Manifest], check_md5: bool = True) -> dict[str, DeliveryError]:
@@ -24,10 +31,14 @@ def verify_data_files(spark: SparkSession, manifests: list[Manifest], check_md5:
     wanted = sorted({f.uri for m in manifests for f in m.files})
     if not wanted:
         return {}
-    measure = _measure_md5 if check_md5 else _measure_size
-    endpoint = _s3_endpoint(spark)
-    tasks = spark.sparkContext.parallelize(wanted, len(wanted)).map(lambda uri: measure(uri, endpoint))
-    measured = {uri: row for uri, *row in tasks.collect()}
+    if check_md5:
+        endpoint = _s3_endpoint(spark)
+        tasks = spark.sparkContext.parallelize(wanted, len(wanted)).map(lambda uri: _measure_md5(uri, endpoint))
+        found = tasks.collect()
+    else:
+        storage = Storage(spark)
+        found = [_measure_size(storage, uri) for uri in wanted]
+    measured = {uri: row for uri, *row in found}
     problems: dict[str, DeliveryError] = {}
     for manifest in manifests:
         for data_file in manifest.files:
@@ -45,7 +56,14 @@ def verify_data_files(spark: SparkSession, manifests: list[Manifest], check_md5:
     return problems
 
 
-_CHUNK_BYTES = 8 << 20
+def _measure_size(storage: Storage, uri: str) -> _Measured:
+    try:
+        status = storage.status(uri)
+    except Exception as exc:  # noqa: BLE001 - py4j: no filesystem for the scheme, no access, ...
+        return uri, None, None, f"cannot read the data file: {first_line(exc)}"
+    if status is None:
+        return uri, None, None, _MISSING
+    return uri, status.size, None, None
 
 
 def _s3_endpoint(spark: SparkSession) -> str | None:
@@ -63,7 +81,7 @@ def _open(uri: str, s3_endpoint: str | None):
     return fs.FileSystem.from_uri(quote(plain, safe=":/"))  # Arrow parses a URI: escape [ ] { } and spaces
 
 
-def _measure_md5(uri: str, s3_endpoint: str | None) -> tuple[str, int | None, str | None, str | None]:
+def _measure_md5(uri: str, s3_endpoint: str | None) -> _Measured:
     """(uri, length, MD5 hex, problem): runs in a Spark task, reading the file once, as a stream."""
     try:
         filesystem, path = _open(uri, s3_endpoint)
@@ -77,18 +95,7 @@ def _measure_md5(uri: str, s3_endpoint: str | None) -> tuple[str, int | None, st
         return uri, None, None, _problem(exc)
 
 
-def _measure_size(uri: str, s3_endpoint: str | None) -> tuple[str, int | None, str | None, str | None]:
-    try:
-        filesystem, path = _open(uri, s3_endpoint)
-        info = filesystem.get_file_info(path)
-        if info.type.name == "NotFound":
-            raise FileNotFoundError(path)
-        return uri, info.size, None, None
-    except Exception as exc:  # noqa: BLE001
-        return uri, None, None, _problem(exc)
-
-
 def _problem(exc: Exception) -> str:
     if isinstance(exc, FileNotFoundError):
-        return "data file listed in the manifest is missing"
+        return _MISSING
     return f"cannot read the data file: {first_line(exc)}"

@@ -49,6 +49,12 @@ class Storage:
         path = self._path(uri)
         return bool(self._fs(path).exists(path))
 
+    def status(self, uri: str) -> FileStatus | None:
+        """One file's status; None when it does not exist."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        return self._status(fs.getFileStatus(path)) if fs.exists(path) else None
+
     def list(self, uri: str) -> list[FileStatus]:
         """Direct children of a folder (empty when it does not exist)."""
         path = self._path(uri)
