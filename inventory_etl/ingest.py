@@ -167,32 +167,33 @@ class IngestInventory:
         if self.allow_older or not manifests:
             return manifests
         self.progress(f"checking which deliveries {self.inventory_table} holds")
-        held = self._held_deliveries({m.inventory_date for m in manifests})
+        held = self._held_deliveries({_partition_key(m) for m in manifests})
         kept = []
         for m in manifests:
-            newer = [uri for uri in held.get(_partition_key(m), ())
-                     if DELIVERY_FOLDER.match(_delivery_folder(uri)) and _delivery_folder(uri) > m.delivery_folder]
-            if newer and DELIVERY_FOLDER.match(m.delivery_folder):
+            holds = held.get(_partition_key(m))
+            if (holds and DELIVERY_FOLDER.match(_delivery_folder(holds)) and DELIVERY_FOLDER.match(m.delivery_folder)
+                    and _delivery_folder(holds) > m.delivery_folder):
                 self._refuse(result, m.uri, DeliveryError(
-                    m.uri, f"older than the delivery the table holds for this partition ({newer[0]}); "
+                    m.uri, f"older than the delivery the table holds for this partition ({holds}); "
                            "pass --allow-older-delivery to go back to it"), m)
             else:
                 kept.append(m)
         return kept
 
-    def _held_deliveries(self, days) -> dict[tuple, set[str]]:
-        """The manifest URIs the table's rows came from, per partition, for these dates."""
-        try:
-            frames = [read_delta(self.spark, self.inventory_table, {PARTITION_COLUMNS[0]: d}) for d in sorted(days)]
-        except TableNotFound:
-            return {}
-        held: dict[tuple, set[str]] = {}
-        for frame in frames:
-            if not set(PARTITION_COLUMNS) | {"manifest_uri"} <= set(frame.columns):
+    def _held_deliveries(self, partitions: set[tuple[str, str, str]]) -> dict[tuple, str]:
+        """The delivery each of these partitions holds: one row of each is enough, since a
+        partition only ever holds one delivery."""
+        held = {}
+        for key in sorted(partitions):
+            try:
+                rows = read_delta(self.spark, self.inventory_table, dict(zip(PARTITION_COLUMNS, key)))
+            except TableNotFound:
+                return {}
+            if "manifest_uri" not in rows.columns:
                 return {}  # not an inventory table of ours: the write refuses it with the reason
-            for row in frame.select(*PARTITION_COLUMNS, "manifest_uri").distinct().collect():
-                key = (row[0].isoformat(), row[1], row[2])
-                held.setdefault(key, set()).add(row["manifest_uri"])
+            row = rows.select("manifest_uri").head()
+            if row is not None:
+                held[key] = row["manifest_uri"]
         return held
 
     def _read(self, uri: str) -> bytes:
@@ -238,7 +239,7 @@ class IngestInventory:
                     stats[a.manifest.uri] = {"error": f"unreadable {a.manifest.file_format} report: {first_line(exc)}"}
         good = []
         for a in accepted:
-            s = stats.get(a.manifest.uri, {"rows": 0, "bytes": 0, "bad": 0, "duplicates": 0})
+            s = stats.get(a.manifest.uri, {"rows": 0, "bytes": 0, "bad": 0})
             if "error" in s:
                 self._refuse(result, a.manifest.uri, DeliveryError(a.manifest.uri, s["error"]), a.manifest)
             elif s["bad"]:
@@ -246,7 +247,7 @@ class IngestInventory:
                 problem = (f"{s['bad']} of {s['rows']} row(s) unusable, first: {sample['problem']} "
                            f"(key {sample['key'] if sample['key'] is not None else '?'})")
                 self._refuse(result, a.manifest.uri, DeliveryError(sample["file"], problem), a.manifest)
-            elif s["duplicates"]:
+            elif s.get("duplicates"):
                 twice = s["duplicate"]
                 problem = f"{s['duplicates']} row(s) repeat an object of the delivery, first: key {twice['key']}"
                 self._refuse(result, a.manifest.uri, DeliveryError(twice["file"], problem), a.manifest)
@@ -256,26 +257,34 @@ class IngestInventory:
         return good
 
     def _row_stats(self, rows: DataFrame) -> dict[str, dict]:
-        """Rows, bytes, unusable rows and keys listed twice, per delivery, in one pass."""
-        where = [F.col("key"), F.col(SOURCE_FILE).alias("file")]
-        per_object = rows.groupBy("manifest_uri", "key", "version_id").agg(
-            F.count(F.lit(1)).alias("n"),
+        """Rows, bytes, unusable rows and objects listed twice, per delivery.
+
+        Objects listed twice are counted by a 64-bit hash of (key, version): a shuffle of
+        longs, not of keys. Only a delivery the hash flags is checked key by key, which
+        also names the report file and drops a flag raised by a hash collision alone."""
+        sample = F.when(F.col(PROBLEM).isNotNull(),
+                        F.struct(F.col(PROBLEM).alias("problem"), F.col("key"), F.col(SOURCE_FILE).alias("file")))
+        stats = {r["manifest_uri"]: r.asDict() for r in rows.groupBy("manifest_uri").agg(
+            F.count(F.lit(1)).alias("rows"),
             F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
             F.count(F.col(PROBLEM)).alias("bad"),
-            F.first(F.when(F.col(PROBLEM).isNotNull(), F.struct(F.col(PROBLEM).alias("problem"), *where)),
-                    ignorenulls=True).alias("sample"),
-            F.first(F.struct(*where)).alias("where"),
-        )
-        listed_twice = (F.col("n") > 1) & F.col("key").isNotNull()
-        aggregated = per_object.groupBy("manifest_uri").agg(
-            F.sum("n").alias("rows"),
-            F.sum("bytes").alias("bytes"),
-            F.sum("bad").alias("bad"),
-            F.first("sample", ignorenulls=True).alias("sample"),
-            F.sum(F.when(listed_twice, F.col("n") - 1).otherwise(0)).alias("duplicates"),
-            F.first(F.when(listed_twice, F.col("where")), ignorenulls=True).alias("duplicate"),
-        )
-        return {r["manifest_uri"]: r.asDict() for r in aggregated.collect()}
+            F.first(sample, ignorenulls=True).alias("sample"),
+        ).collect()}
+        flagged = (rows.select("manifest_uri", F.xxhash64("key", "version_id").alias("object"))
+                   .groupBy("manifest_uri", "object").count().where(F.col("count") > 1)
+                   .select("manifest_uri").distinct().collect())
+        for (uri,) in flagged:
+            stats[uri].update(self._listed_twice(rows.where(F.col("manifest_uri") == uri)))
+        return stats
+
+    @staticmethod
+    def _listed_twice(rows: DataFrame) -> dict:
+        """How many rows repeat an object of one delivery, and the first such key with its file."""
+        repeated = (rows.where(F.col("key").isNotNull()).groupBy("key", "version_id")
+                    .agg(F.count(F.lit(1)).alias("n"), F.first(SOURCE_FILE).alias("file")).where(F.col("n") > 1))
+        found = repeated.agg(F.sum(F.col("n") - 1).alias("duplicates"),
+                             F.first(F.struct("key", "file")).alias("duplicate")).first()
+        return {"duplicates": found["duplicates"] or 0, "duplicate": found["duplicate"]}
 
     def _write(self, accepted: list[_Accepted], result: IngestResult) -> None:
         if not accepted:

@@ -218,6 +218,13 @@ def test_rows_that_cannot_be_true_refuse_the_delivery_naming_the_data_file(spark
     assert outcome.error.split(": ")[0].endswith(data_files(manifest)[0].name)
 
 
+def test_a_hash_flag_the_keys_do_not_confirm_refuses_nothing(spark):
+    rows = spark.createDataFrame([("a", None, "f1"), ("b", None, "f1"), ("a", "v2", "f2")], "key string, version_id string, _file string")
+    assert IngestInventory._listed_twice(rows) == {"duplicates": 0, "duplicate": None}
+    twice = rows.union(spark.createDataFrame([("b", None, "f2")], rows.schema))
+    assert IngestInventory._listed_twice(twice)["duplicates"] == 1
+
+
 def test_an_orc_delivery_of_several_files_is_read_whole(spark, tmp_path):
     manifest = deliver(tmp_path / "dest", fmt="ORC", rows_per_file=2)
     assert len(json.loads(manifest.read_text())["files"]) == 3
