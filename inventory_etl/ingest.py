@@ -181,20 +181,22 @@ class IngestInventory:
         return kept
 
     def _held_deliveries(self, partitions: set[tuple[str, str, str]]) -> dict[tuple, str]:
-        """The delivery each of these partitions holds: one row of each is enough, since a
-        partition only ever holds one delivery."""
-        held = {}
-        for key in sorted(partitions):
-            try:
-                rows = read_delta(self.spark, self.inventory_table, dict(zip(PARTITION_COLUMNS, key)))
-            except TableNotFound:
-                return {}
+        """The delivery each of these partitions holds, in one Spark job: the first row of
+        each is enough, since a partition only ever holds one delivery."""
+        by_day: dict[str, DataFrame] = {}
+        firsts = []
+        for day, bucket, config in sorted(partitions):
+            if day not in by_day:
+                try:
+                    by_day[day] = read_delta(self.spark, self.inventory_table, {PARTITION_COLUMNS[0]: day})
+                except TableNotFound:
+                    return {}
+            rows = by_day[day]
             if "manifest_uri" not in rows.columns:
                 return {}  # not an inventory table of ours: the write refuses it with the reason
-            row = rows.select("manifest_uri").head()
-            if row is not None:
-                held[key] = row["manifest_uri"]
-        return held
+            firsts.append(rows.where((F.col("bucket") == bucket) & (F.col("config_id") == config))
+                          .select(F.lit(day).alias("day"), "bucket", "config_id", "manifest_uri").limit(1))
+        return {(r["day"], r["bucket"], r["config_id"]): r["manifest_uri"] for r in _union(firsts).collect()}
 
     def _read(self, uri: str) -> bytes:
         if not self.storage.exists(uri):
