@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +29,15 @@ sys.exit(main())
 JOBS = ("inventory_etl", "vacuum_jobs", "lake_reports")
 # Spark itself is the cluster's; the rest must be installed beside it.
 CLUSTER_PROVIDES = ("pyspark",)
+DISTRIBUTION = "lake-housekeeping"
+
+
+def runtime_requirements() -> list[str]:
+    """The installed project's own dependencies (no extras), less what the cluster provides.
+
+    Read from the installed metadata rather than pyproject.toml: ``tomllib`` is Python 3.11+."""
+    return [dep for dep in metadata.requires(DISTRIBUTION) or []
+            if "extra ==" not in dep and not dep.startswith(CLUSTER_PROVIDES)]
 
 
 def entry_script(job: str) -> str:
@@ -37,11 +46,11 @@ def entry_script(job: str) -> str:
 
 def build(out: Path) -> dict[str, Path]:
     """Write the archive, the entry scripts and the requirements under ``out``; return their paths."""
+    from lakeio import __version__
     from lakeio.spark import PROJECT_PACKAGES  # here, so that schedulers importing infra.daily need no Spark
 
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     out.mkdir(parents=True, exist_ok=True)
-    archive = out / f"lake_housekeeping-{project['version']}.zip"
+    archive = out / f"lake_housekeeping-{__version__}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
         for package in PROJECT_PACKAGES:
             for source in sorted((REPO / package).rglob("*.py")):
@@ -53,8 +62,7 @@ def build(out: Path) -> dict[str, Path]:
         script.write_text(ENTRY.format(package=job))
         built[job] = script
     requirements = out / "requirements.txt"
-    requirements.write_text("".join(
-        f"{dep}\n" for dep in project["dependencies"] if not dep.startswith(CLUSTER_PROVIDES)))
+    requirements.write_text("".join(f"{dep}\n" for dep in runtime_requirements()))
     built["requirements"] = requirements
     return built
 

@@ -16,7 +16,7 @@ from inventory_etl.discovery import discover
 from inventory_etl.ingest import IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
 from lakeio import uris
-from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
+from lakeio.cli import add_common_arguments, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.text import first_line, human_bytes
 from lakeio.storage import Storage
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-verify-checksums", action="store_true",
                         help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
-    add_master_argument(parser)
+    add_common_arguments(parser)
     return parser
 
 
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         path_roots[bucket] = root
 
     started = time.monotonic()
+    setup_logging(args.log_level)
     spark = get_spark("inventory_etl", args.master)
     if args.migrate_from:
         return _migrate(spark, args.migrate_from, args.inventory_table)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         manifests = args.manifest
     job = IngestInventory(spark, args.inventory_table, path_roots,
                           verify_checksums=not args.no_verify_checksums,
-                          allow_older=args.allow_older_delivery, progress=progress_printer(started))
+                          allow_older=args.allow_older_delivery)
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started

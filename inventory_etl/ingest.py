@@ -9,11 +9,12 @@ one delivery, replaced whole when that delivery is ingested again or a newer one
 
 from __future__ import annotations
 
+import logging
 import json
 import time
 from dataclasses import asdict, dataclass, field
 from functools import reduce
-from typing import Callable, Mapping
+from typing import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,7 +27,10 @@ from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, write_delta
 from lakeio.text import first_line
+from lakeio.spark import step_announcer
 from lakeio.storage import Storage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,7 +101,6 @@ class IngestInventory:
         path_roots: Mapping[str, str] | None = None,
         verify_checksums: bool = True,
         allow_older: bool = False,
-        progress: Callable[[str], None] = lambda message: None,
     ):
         self.spark = spark
         self.storage = Storage(spark)
@@ -105,7 +108,7 @@ class IngestInventory:
         self.path_roots = {bucket: uris.to_uri(root) for bucket, root in (path_roots or {}).items()}
         self.verify_checksums = verify_checksums
         self.allow_older = allow_older
-        self.progress = progress
+        self.progress = step_announcer(spark, log)
 
     def execute(self, manifest_uris: list[str]) -> IngestResult:
         started = time.monotonic()
@@ -309,7 +312,7 @@ class IngestInventory:
         result.table_version = self._table_version()
 
     def _refuse_written(self, accepted: list[_Accepted], result: IngestResult, error: str) -> None:
-        self.progress(f"refused: {error}")
+        log.warning("refused: %s", error)
         for a in accepted:
             outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
             outcome.status, outcome.rows, outcome.bytes, outcome.error = "refused", 0, 0, error
@@ -323,7 +326,7 @@ class IngestInventory:
             return None
 
     def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError, manifest: Manifest | None = None) -> None:
-        self.progress(f"refused {exc}")
+        log.warning("refused %s", exc)
         result.deliveries.append(self._outcome(manifest, "refused", uri=uri, error=str(exc)))
 
     @staticmethod

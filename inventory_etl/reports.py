@@ -56,7 +56,7 @@ def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) ->
         extra = sorted(found - set(manifest.columns))
         absent = sorted(set(manifest.columns) - found)
         raise DeliveryError(manifest.uri, f"report columns do not match fileSchema (extra: {extra}, missing: {absent})")
-    typed = {name: _typed(F.col(name), name, df.schema[name].dataType)
+    typed = {name: _typed(f"`{name}`", name, df.schema[name].dataType)
              for name in manifest.columns if name in REPORT_FIELDS}
     return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()], SOURCE_FILE), manifest, [])
 
@@ -82,7 +82,7 @@ def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> Data
         if name not in REPORT_FIELDS:
             continue
         text = F.nullif(F.col(raw), F.lit(""))
-        value = F.try_url_decode(text) if name == "key" else _typed(text, name)
+        value = uris.try_url_decode_col(text) if name == "key" else _typed(f"nullif({raw}, '')", name)
         checks.append((text.isNotNull() & value.isNull(), f"unparseable {name}"))
         columns[name] = value
     problem = _first_problem(checks)
@@ -91,14 +91,21 @@ def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> Data
     return _with_problems(df, manifest, [(F.col("_csv_problem").isNotNull(), F.col("_csv_problem"))]).drop("_csv_problem")
 
 
-def _typed(column: Column, name: str, read_as: DataType = StringType()) -> Column:
+def _typed(sql: str, name: str, read_as: DataType = StringType()) -> Column:
+    """``sql`` (a column's SQL text) as the contract's type, null where it does not parse.
+
+    SQL's ``try_cast`` rather than ``Column.try_cast``, which PySpark 3.5 lacks."""
     dtype = REPORT_FIELDS[name]
+    column = F.expr(sql)
     if isinstance(dtype, TimestampType) and isinstance(read_as, IntegralType):
         return F.timestamp_millis(column)
+    if isinstance(dtype, StringType):
+        return column
+    cast = F.expr(f"try_cast({sql} AS {dtype.simpleString()})")
     if isinstance(dtype, TimestampType) and isinstance(read_as, StringType):
         # ISO 8601 only, as S3 writes it: a cast alone reads "1234" (a size in the wrong column) as a year
-        return F.when(column.rlike(r"^\d{4}-\d{2}-\d{2}T"), column.try_cast(dtype))
-    return column if isinstance(dtype, StringType) else column.try_cast(dtype)
+        return F.when(column.rlike(r"^\d{4}-\d{2}-\d{2}T"), cast)
+    return cast
 
 
 def _with_problems(df: DataFrame, manifest: Manifest, earlier: list) -> DataFrame:

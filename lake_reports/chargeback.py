@@ -20,13 +20,13 @@ now, while the inventory lists objects as of its date.
 
 from __future__ import annotations
 
+import logging
 import csv
 import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
-from typing import Callable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +36,7 @@ from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inve
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio import uris
 from lakeio.delta_read import partition_values
+from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -45,6 +46,8 @@ from vacuum_jobs.log_segment import log_segments
 from vacuum_jobs.plan import TablePolicy, classify, policy_frame
 from vacuum_jobs.ownership import with_owner
 from vacuum_jobs.targets import delta_roots
+
+log = logging.getLogger(__name__)
 
 CATEGORIES = ("live", "time_travel", "reclaimable", "log", "other", "noncurrent", "delete_marker",
               "untracked", "unclassified")
@@ -235,11 +238,10 @@ class ChargebackResult:
 class Chargeback:
     """One action: load the inventory date, find the tables, replay their logs, split, price, trend."""
 
-    def __init__(self, spark: SparkSession, options: ChargebackOptions,
-                 progress: Callable[[str], None] = lambda message: None):
+    def __init__(self, spark: SparkSession, options: ChargebackOptions):
         self.spark = spark
         self.options = options
-        self.progress = progress
+        self.progress = step_announcer(spark, log)
 
     def execute(self) -> ChargebackResult:
         started = time.monotonic()

@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 from lake_reports import html_report
 from lake_reports.chargeback import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
-from lakeio.cli import add_master_argument, iso_date, progress_printer, write_text
+from lakeio.cli import add_common_arguments, add_version_argument, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
@@ -29,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lake_reports",
                                      description="Storage chargeback and erasure evidence from the inventory "
                                                  "table, the Delta logs and the vacuum audit table.")
+    add_version_argument(parser)
     commands = parser.add_subparsers(dest="command", required=True)
 
     charge = commands.add_parser("chargeback", help="who stores what, where, at what cost",
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="trend over the inventory dates of the last N days (default: 90)")
     charge.add_argument("--out", required=True, metavar="DIR",
                         help="a local folder to write " + ", ".join(OUTPUT_FILES) + " to")
-    add_master_argument(charge)
+    add_common_arguments(charge)
 
     erasure = commands.add_parser("erasure", help="when was a file physically erased; worst case per table",
                                   description="Per table: worst-case time from a delete to physical erasure, "
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     erasure.add_argument("--deadline-days", type=float, default=30.0, metavar="D",
                          help="flag tables whose worst-case time to erasure exceeds this (default: 30)")
     erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
-    add_master_argument(erasure)
+    add_common_arguments(erasure)
     return parser
 
 
@@ -77,11 +77,11 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         prices = load_prices(args.prices)
     except PriceError as exc:
         parser.error(str(exc))
-    started = time.monotonic()
+    setup_logging(args.log_level)
     spark = get_spark("lake_reports.chargeback", args.master)
     options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
     try:
-        result = Chargeback(spark, options, progress_printer(started)).execute()
+        result = Chargeback(spark, options).execute()
     except ChargebackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -105,11 +105,11 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if not sep or not table or not version.isdigit():
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
-    started = time.monotonic()
+    setup_logging(args.log_level)
     spark = get_spark("lake_reports.erasure", args.master)
     options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
     try:
-        report = ErasureEvidence(spark, options, progress_printer(started)).execute(args.path, commits)
+        report = ErasureEvidence(spark, options).execute(args.path, commits)
     except ErasureError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -22,12 +22,12 @@ the last run that deleted (its cadence), plus that run's inventory lag.
 
 from __future__ import annotations
 
+import logging
 import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
+from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
@@ -43,6 +44,8 @@ from vacuum_jobs.log_paths import UnresolvablePath, resolve
 from vacuum_jobs.log_replay import Replay, replay_logs
 from vacuum_jobs.log_segment import log_segments
 from vacuum_jobs.targets import delta_roots
+
+log = logging.getLogger(__name__)
 
 DELETING_RUNS = ("table_vacuumed", "table_failed")  # runs that deleted files (dry runs do not)
 
@@ -152,11 +155,10 @@ class _Question:
 class ErasureEvidence:
     """One action: read the audit, the newest inventory and the logs; answer per table and per file."""
 
-    def __init__(self, spark: SparkSession, options: ErasureOptions,
-                 progress: Callable[[str], None] = lambda message: None):
+    def __init__(self, spark: SparkSession, options: ErasureOptions):
         self.spark = spark
         self.options = options
-        self.progress = progress
+        self.progress = step_announcer(spark, log)
         self.storage = Storage(spark)
 
     def execute(self, paths: list[str] = (), commits: list[CommitQuestion] = ()) -> ErasureReport:

@@ -1,26 +1,45 @@
-"""Pieces the command lines share: progress lines, date arguments, small files anywhere."""
+"""Pieces the command lines share: common flags, logging, date arguments, small files anywhere."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-import time
 from datetime import date
-from typing import Callable
 
+import pyspark
 from pyspark.sql import SparkSession
 
-from lakeio import uris
+from lakeio import __version__, uris
 from lakeio.storage import Storage
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
-def progress_printer(started: float) -> Callable[[str], None]:
-    """Timestamped progress lines on stderr, so stdout stays the summary."""
 
-    def report(message: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--master``, ``--log-level`` and ``--version``, alike on every entry point."""
+    parser.add_argument("--master",
+                        help="Spark master (default: spark-submit's, else $SPARK_MASTER, else local[*])")
+    parser.add_argument("--log-level", choices=LEVELS, default="INFO",
+                        help="progress on stderr at this level and above (default: INFO)")
+    add_version_argument(parser)
 
-    return report
+
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version",
+                        version=f"lake-housekeeping {__version__} (pyspark {pyspark.__version__})")
+
+
+def setup_logging(level: str) -> None:
+    """Progress and warnings on stderr, one format for every job; stdout stays the summary."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    for name in ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 def iso_date(text: str) -> date:
@@ -29,10 +48,6 @@ def iso_date(text: str) -> date:
         return date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
-
-
-def add_master_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", help="Spark master (default: $SPARK_MASTER, spark-submit's, or local[*])")
 
 
 def _is_local(path: str) -> bool:

@@ -28,7 +28,7 @@ from urllib.parse import quote, unquote
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql import types as T
 
 from lakeio import uris
 from lakeio.spark import delta_jars_present
@@ -213,9 +213,33 @@ def _clear_dead_runs(storage: Storage, table_uri: str) -> None:
 
 
 def _delta_schema(df: DataFrame):
+    import pyarrow as pa
     from deltalake import Schema
 
-    return Schema.from_arrow(to_arrow_schema(df.schema, timezone="UTC"))
+    return Schema.from_arrow(pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in df.schema]))
+
+
+def _arrow_type(dtype: T.DataType):
+    """Spark's type in Arrow, timestamps as UTC microseconds (what Delta stores); ours, because
+    pyspark's converter changed its signature in every release from 3.5 to 4.3."""
+    import pyarrow as pa
+
+    simple = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(),
+              T.ShortType: pa.int16(), T.ByteType: pa.int8(), T.BooleanType: pa.bool_(),
+              T.DoubleType: pa.float64(), T.FloatType: pa.float32(), T.DateType: pa.date32(),
+              T.BinaryType: pa.binary(), T.TimestampType: pa.timestamp("us", tz="UTC"),
+              T.TimestampNTZType: pa.timestamp("us")}
+    if type(dtype) in simple:
+        return simple[type(dtype)]
+    if isinstance(dtype, T.DecimalType):
+        return pa.decimal128(dtype.precision, dtype.scale)
+    if isinstance(dtype, T.ArrayType):
+        return pa.list_(_arrow_type(dtype.elementType))
+    if isinstance(dtype, T.MapType):
+        return pa.map_(_arrow_type(dtype.keyType), _arrow_type(dtype.valueType))
+    if isinstance(dtype, T.StructType):
+        return pa.struct([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in dtype])
+    raise TypeError(f"no Delta type for Spark's {dtype.simpleString()}")
 
 
 def _removes_for(table, partition_by, partitions) -> list:
@@ -255,7 +279,7 @@ def _row_counts(df: DataFrame, file_uris: list[str]) -> dict[str, int]:
         return {}
     counts = (
         df.sparkSession.read.parquet(*[uris.literal(u) for u in file_uris])
-        .groupBy(F.input_file_name().alias("file"))
+        .groupBy(F.col("_metadata.file_path").alias("file"))
         .count()
         .collect()
     )

@@ -1,20 +1,35 @@
-"""The one Spark session builder both jobs use.
+"""The one Spark session builder every job uses.
 
-Master comes from the flag, else ``SPARK_MASTER``, else whatever spark-submit set,
-else ``local[*]``. Delta's SQL extension and catalog are configured only when Delta's
-jars are already on the classpath: we detect them, we never download them.
+The cluster decides: master and every setting come from spark-submit (``--master``,
+``--conf``, ``spark-defaults.conf``) or from a session that already runs (notebooks,
+Databricks). Only what nobody set is filled in: ``local[*]`` when there is no master,
+a few shuffle partitions per core on a local master, no console progress bars. Delta's
+SQL extension and catalog are configured only when Delta's jars are already on the
+classpath: we detect them, we never download them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from typing import Callable
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Settings the jobs depend on for their results, not the cluster's business: set on our session only.
+SESSION_SETTINGS = {"spark.sql.session.timeZone": "UTC"}
+# Filled in only where neither spark-submit nor the cluster's defaults say otherwise.
+DEFAULTS = {
+    "spark.ui.showConsoleProgress": "false",
+    # No _SUCCESS markers or summary files inside the Delta tables we write.
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "spark.hadoop.parquet.enable.summary-metadata": "false",
+}
+log = logging.getLogger(__name__)
 
 
 def _class_on_classpath(class_name: str) -> bool:
@@ -41,37 +56,62 @@ def _local_cores(master: str) -> int:
     return os.cpu_count() or 1 if count == "*" else max(1, int(count))
 
 
-def get_spark(app_name: str, master: str | None = None) -> SparkSession:
-    """Build (or reuse) the session: UTC, quiet logs, Delta configured if its jars exist."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+def launch_conf(master: str | None = None) -> SparkConf:
+    """The conf a new session starts with: spark-submit's and the cluster's, then our fill-ins.
+
+    ``SparkConf()`` only sees spark-submit's settings once the JVM gateway is up (before,
+    it is an empty Python dict), so the gateway is started (or joined) first. An explicit
+    ``master`` (our ``--master`` flag) wins; else spark-submit's; else ``$SPARK_MASTER``;
+    else ``local[*]``.
+    """
+    SparkContext._ensure_initialized()
     conf = SparkConf()
-    master = master or os.environ.get("SPARK_MASTER") or conf.get("spark.master", None) or "local[*]"
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", os.environ.get("SPARK_UI_ENABLED", "false"))
-        # No _SUCCESS markers inside Delta tables we write.
-        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .config("spark.hadoop.parquet.enable.summary-metadata", "false")
-    )
-    if master.startswith("local"):
+    chosen = master or conf.get("spark.master", None) or os.environ.get("SPARK_MASTER") or "local[*]"
+    conf.setMaster(chosen)
+    for key, value in DEFAULTS.items():
+        conf.setIfMissing(key, value)
+    if chosen.startswith("local"):
+        # 200 shuffle partitions is a cluster default; on one machine a few per core will do.
+        conf.setIfMissing("spark.sql.shuffle.partitions", str(2 * _local_cores(chosen)))
+        conf.setIfMissing("spark.ui.enabled", os.environ.get("SPARK_UI_ENABLED", "false"))
         # Python workers on this machine must be this interpreter (the venv), not whatever "python3" is.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # 200 shuffle partitions is a cluster default; on one machine a few per core will do.
-        builder = builder.config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
     if delta_jars_present():
-        builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
-            "spark.sql.catalog.spark_catalog", DELTA_CATALOG
-        )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
-    if not master.startswith("local"):
-        _ship_project(spark)
+        conf.setIfMissing("spark.sql.extensions", DELTA_EXTENSION)
+        conf.setIfMissing("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    return conf
+
+
+def get_spark(app_name: str, master: str | None = None) -> SparkSession:
+    """The running session if there is one (notebooks, Databricks), else a new one from ``launch_conf``."""
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        conf = launch_conf(master)
+        conf.setIfMissing("spark.app.name", app_name)
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
+        local = spark.sparkContext.master.startswith("local")
+        # A laptop run stays quiet; a cluster keeps its own log4j settings unless told otherwise.
+        level = os.environ.get("SPARK_LOG_LEVEL", "ERROR" if local else None)
+        if level:
+            spark.sparkContext.setLogLevel(level)
+        if not local:
+            _ship_project(spark)
+    for key, value in SESSION_SETTINGS.items():
+        spark.conf.set(key, value)
+    log.info("spark %s, master %s, application %s, %s shuffle partitions, adaptive execution %s",
+             spark.version, spark.sparkContext.master, spark.sparkContext.applicationId,
+             spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.adaptive.enabled"))
     return spark
+
+
+def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:
+    """Each step of a job: one log line, and the same words on the Spark UI's jobs that follow."""
+
+    def announce(message: str) -> None:
+        logger.info(message)
+        spark.sparkContext.setJobDescription(message)
+
+    return announce
 
 
 PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports")

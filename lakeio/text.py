@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+# Spark's preamble before a failed task's own error: the error is what names the file.
+_TASK_FAILURE = re.compile(r"^(?:org\.apache\.spark\.SparkException: )?Job aborted due to stage failure: "
+                           r".*?most recent failure: Lost task .*?\): ")
+
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """One line saying what went wrong: the message's first real line, plus the root cause
@@ -11,6 +17,7 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     if not lines:
         return type(exc).__name__
     causes = [ln[len("Caused by: "):] for ln in lines if ln.startswith("Caused by: ")]
+    lines[0] = _TASK_FAILURE.sub("", lines[0])
     text = lines[0] if not causes or causes[-1] in lines[0] else f"{lines[0]} (cause: {causes[-1]})"
     return text[:limit]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from botocore.awsrequest import AWSResponse
+
+from tests.s3_faults import FaultyS3
 
 from vacuum_jobs.deleter import (
     ALREADY_ABSENT,
@@ -47,7 +48,7 @@ def test_deletes_in_batches_of_the_configured_size(bucket):
     client, name = bucket
     targets = put(client, name, [f"t/k{i:02d} with space+plus.parquet" for i in range(25)] + ["keep/me"])
     calls = count_calls(client)
-    deleter = S3BatchDeleter(DeleteSettings(batch_size=10, requests_per_second=1000), client=client)
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=10, keys_per_second=100_000), client=client)
 
     outcomes = list(deleter.delete(targets[:25]))
 
@@ -56,44 +57,69 @@ def test_deletes_in_batches_of_the_configured_size(bucket):
     assert remaining(client, name) == {"keep/me"}
 
 
-def _slow_down_first(times: int):
-    state = {"left": times}
-
-    def handler(request, **kwargs):
-        if state["left"] > 0:
-            state["left"] -= 1
-            body = b"<?xml version='1.0'?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
-            return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, _Raw(body))
-        return None
-
-    return handler
+@pytest.fixture
+def faulty(s3_endpoint):
+    proxy = FaultyS3(s3_endpoint, hang_seconds=1.5)
+    yield proxy
+    proxy.close()
 
 
-class _Raw:
-    def __init__(self, body: bytes):
-        self.body = body
-
-    def stream(self, **kwargs):
-        yield self.body
-
-    def read(self, *args, **kwargs):
-        return self.body
-
-
-def test_slow_down_is_retried_with_exponential_backoff(bucket):
+def test_each_fault_s3_deals_is_retried_and_every_key_ends_once(bucket, faulty):
     client, name = bucket
-    targets = put(client, name, ["a", "b", "c"])
-    client.meta.events.register("before-send.s3.DeleteObjects", _slow_down_first(2))
+    targets = put(client, name, [f"t/k{i:02d}.parquet" for i in range(50)])
+    # One fault in each of the first four batches of ten, each followed by a clean retry.
+    faulty.script = ["drop", "ok", "timeout", "ok", "slowdown", "ok", "partial", "ok"]
     slept = []
-    deleter = S3BatchDeleter(DeleteSettings(requests_per_second=1000, base_backoff_seconds=0.1), client=client,
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=10, keys_per_second=100_000, base_backoff_seconds=0.1,
+                                            read_timeout_seconds=0.5, endpoint_url=faulty.endpoint),
                              sleep=slept.append)
 
     outcomes = list(deleter.delete(targets))
 
+    assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)  # each key once
     assert {o.action for o in outcomes} == {DELETED}
-    backoffs = [s for s in slept if s >= 0.05]
-    assert len(backoffs) == 2 and backoffs[1] > backoffs[0] * 0.5  # 0.1 then 0.2, each jittered by 0.5-1.5x
     assert remaining(client, name) == set()
+    assert faulty.counts() == {"drop": 1, "timeout": 1, "slowdown": 1, "partial": 1, "ok": 5}
+    assert [keys for _, fault, keys in faulty.requests if fault == "ok"] == [10, 10, 10, 3, 10]
+    assert len([s for s in slept if s >= 0.05]) == 4  # one backoff (0.1 s, jittered) per fault
+
+
+def test_a_batch_that_keeps_failing_is_reported_key_by_key_and_left_in_place(bucket, faulty):
+    client, name = bucket
+    targets = put(client, name, [f"t/k{i:02d}.parquet" for i in range(20)])
+    faulty.script = ["drop", "slowdown", "drop"]  # the first batch, three times
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=10, keys_per_second=100_000, max_attempts=3,
+                                            base_backoff_seconds=0.01, endpoint_url=faulty.endpoint))
+
+    outcomes = list(deleter.delete(targets))
+
+    assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)
+    failed = sorted(o.target.path.rsplit("/", 1)[1] for o in outcomes if o.action == FAILED)
+    assert failed == [f"k{i:02d}.parquet" for i in range(10)]
+    assert all("Connection" in o.error for o in outcomes if o.action == FAILED)
+    assert remaining(client, name) == {f"t/k{i:02d}.parquet" for i in range(10)}
+    assert faulty.counts() == {"drop": 2, "slowdown": 1, "ok": 1}
+
+
+def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty):
+    client, name = bucket
+    keys = [f"t/k{i:03d}.parquet" for i in range(240)]
+    put(client, name, keys)
+    targets = spark.createDataFrame([(f"s3://{name}/t", f"s3://{name}/{k}", 1, 0) for k in keys],
+                                    "table_root string, path string, length long, modificationTime long")
+    pace, batch = 80, 10
+    settings = DeleteSettings(batch_size=batch, keys_per_second=pace, endpoint_url=faulty.endpoint)
+
+    outcomes = delete_planned(spark, targets, settings).collect()
+
+    assert len(outcomes) == 240 and {r["action"] for r in outcomes} == {DELETED}
+    assert remaining(client, name) == set()
+    seen = [(at, keys) for at, _, keys in faulty.requests]
+    busiest = max(sum(k for t, k in seen if start <= t < start + 1.0) for start, _ in seen)
+    tasks = spark.sparkContext.defaultParallelism
+    # What the store saw in its busiest second: the pace, plus the first batch of each task at once.
+    assert busiest <= pace + tasks * batch, busiest
+    assert seen[-1][0] - seen[0][0] >= (240 - tasks * batch) / pace * 0.9
 
 
 def test_per_key_errors_are_retried_then_reported(bucket):
@@ -114,7 +140,7 @@ def test_per_key_errors_are_retried_then_reported(bucket):
         parsed["Errors"] = errors
 
     client.meta.events.register("after-call.s3.DeleteObjects", report_errors)
-    deleter = S3BatchDeleter(DeleteSettings(requests_per_second=1000, max_attempts=3), client=client,
+    deleter = S3BatchDeleter(DeleteSettings(keys_per_second=100_000, max_attempts=3), client=client,
                              sleep=lambda s: None)
 
     outcomes = {o.target.path.rsplit("/", 1)[1]: o for o in deleter.delete(targets)}
@@ -131,14 +157,14 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     client.put_object(Bucket=name, Key="other", Body=b"x")
     target = Target(f"s3://{name}/t", f"s3://{name}/orphan", 1, 0, tuple(versions))
 
-    plain = list(S3BatchDeleter(DeleteSettings(requests_per_second=1000), client=client).delete(
+    plain = list(S3BatchDeleter(DeleteSettings(keys_per_second=100_000), client=client).delete(
         [Target(target.table_root, target.path, 1, 0)]))
     assert plain[0].action == DELETED
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert len(listing["Versions"]) == 3 and len(listing["DeleteMarkers"]) == 1  # plain delete: a marker
 
     marker = listing["DeleteMarkers"][0]["VersionId"]
-    purge = S3BatchDeleter(DeleteSettings(requests_per_second=1000, purge_versions=True, batch_size=2), client=client)
+    purge = S3BatchDeleter(DeleteSettings(keys_per_second=100_000, purge_versions=True, batch_size=2), client=client)
     outcome = list(purge.delete([Target(target.table_root, target.path, 1, 0, (*versions, marker))]))
     assert [o.action for o in outcome] == [DELETED]  # one outcome per file, across two batches
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
@@ -156,7 +182,7 @@ def test_spark_executors_delete_and_a_rerun_after_a_crash_finishes_the_job(spark
     rows = [(f"s3://{name}/t", f"s3://{name}/{k}", 1, 0) for k in keys]
     rows.append((f"file://{tmp_path}/t", f"file://{local}", 1, 0))
     targets = spark.createDataFrame(rows, "table_root string, path string, length long, modificationTime long")
-    settings = DeleteSettings(batch_size=7, requests_per_second=1000, endpoint_url=s3_endpoint)
+    settings = DeleteSettings(batch_size=7, keys_per_second=100_000, endpoint_url=s3_endpoint)
 
     client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": k} for k in keys[:15]]})  # the crashed run's work
     outcomes = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}

@@ -63,7 +63,8 @@ def _kill(job: subprocess.Popen) -> str:
 
 def _last_step(progress: str) -> str:
     """The job's last progress line, e.g. ``writing``: where the kill landed."""
-    steps = [line.split("] ", 1)[1].split()[0] for line in progress.splitlines() if line.startswith("[")]
+    marker = " INFO inventory_etl.ingest: "
+    steps = [line.split(marker, 1)[1].split()[0] for line in progress.splitlines() if marker in line]
     return steps[-1] if steps else "reading"
 
 

@@ -1,43 +1,64 @@
-"""Both jobs run under the real spark-submit shipped with pyspark, from what ``python -m infra.package`` builds."""
+"""Both jobs under the real spark-submit shipped with pyspark, from what ``python -m infra.package`` builds:
+on a local master with the user's settings, and on a real standalone cluster (master and worker
+started here as their own processes)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pyspark
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from infra.package import build
 from inventory_etl.producer import objects_in_folder, write_delivery
 
-SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+SPARK_HOME = Path(pyspark.__file__).parent
+# spark-submit sends the Python driver's stderr (our log) to its stdout.
+SESSION_LINE = re.compile(r"INFO lakeio\.spark: spark \S+, master (\S+), application (\S+), "
+                          r"(\d+) shuffle partitions, adaptive execution (\w+)")
 
 
-def submit(built: dict[str, Path], job: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def submit(built: dict[str, Path], job: str, *args: str, master: str, cwd: Path,
+           conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)  # only what --py-files ships
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", "--py-files", str(built["archive"]), str(built[job]), *args]
+    env.pop("SPARK_MASTER", None)
+    settings = [item for key, value in (conf or {}).items() for item in ("--conf", f"{key}={value}")]
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, *settings,
+               "--py-files", str(built["archive"]), str(built[job]), *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_ingest_then_vacuum_through_spark_submit(tmp_path):
-    built = build(tmp_path / "dist")
+def a_lake(tmp_path: Path) -> tuple[Path, Path]:
+    """One table with one stale orphan, and its inventory delivery: (table, delivery root)."""
     bucket = tmp_path / "lake"
     table = bucket / "t"
     write_deltalake(str(table), pa.table({"id": [1, 2]}))
     (table / "orphan.parquet").write_bytes(b"x")
     os.utime(table / "orphan.parquet", (1_700_000_000, 1_700_000_000))
     write_delivery(str(tmp_path / "dest"), "lake", "daily", objects_in_folder(str(bucket)), datetime.now(timezone.utc))
-    inventory = tmp_path / "inventory"
+    return table, tmp_path / "dest"
 
-    ingested = submit(built, "inventory_etl", "--inventory-table", str(inventory),
-                      "--inventory-root", str(tmp_path / "dest"), "--path-root", f"lake={bucket}", cwd=tmp_path)
+
+def ingest_then_vacuum(tmp_path: Path, master: str, conf: dict[str, str] | None = None):
+    """Job 1 then job 2 through spark-submit; both must succeed and the orphan must go."""
+    built = build(tmp_path / "dist")
+    table, dest = a_lake(tmp_path)
+    inventory = tmp_path / "inventory"
+    ingested = submit(built, "inventory_etl", "--inventory-table", str(inventory), "--inventory-root", str(dest),
+                      "--path-root", f"lake={table.parent}", master=master, conf=conf, cwd=tmp_path)
     assert ingested.returncode == 0, ingested.stderr[-3000:]
     assert "1 ingested, 0 refused" in ingested.stdout
 
@@ -45,8 +66,97 @@ def test_ingest_then_vacuum_through_spark_submit(tmp_path):
     tables = tmp_path / "tables.yaml"
     tables.write_text(f"- table: {table}\n")
     vacuumed = submit(built, "vacuum_jobs", "--inventory-table", str(inventory), "--tables-file", tables.as_uri(),
-                      "--report", str(report), cwd=tmp_path)
+                      "--report", str(report), master=master, conf=conf, cwd=tmp_path)
     assert vacuumed.returncode == 0, vacuumed.stderr[-3000:]
     assert json.loads(report.read_text())["totals"]["deleted_files"] == 1
     assert not (table / "orphan.parquet").exists()
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 2
+    return ingested, vacuumed
+
+
+def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
+    ingested, vacuumed = ingest_then_vacuum(tmp_path, "local[1]", {"spark.sql.shuffle.partitions": "7",
+                                                                    "spark.sql.adaptive.enabled": "false"})
+    for run in (ingested, vacuumed):
+        master, _app, partitions, adaptive = SESSION_LINE.search(run.stdout).groups()
+        assert (master, partitions, adaptive) == ("local[1]", "7", "false")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    """A Spark master and one worker (2 cores) on 127.0.0.1, each its own process group: killed at the end."""
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_NO_DAEMONIZE": "1"}
+    port, ui = _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    work_dir = tmp_path / "worker"
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    started = [
+        subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                          "--port", str(port), "--webui-port", str(ui)],
+                         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                          "--cores", "2", "--memory", "2g", "--work-dir", str(work_dir),
+                          "--webui-port", str(_free_port()), master_url],
+                         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if _json(f"http://127.0.0.1:{ui}/json/").get("aliveworkers", 0) >= 1:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the standalone master and worker did not come up in 120 s"
+            time.sleep(1)
+        yield master_url, f"http://127.0.0.1:{ui}/json/", work_dir
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
+    master_url, master_json, work_dir = standalone_cluster
+    events = tmp_path / "events"
+    events.mkdir()
+    conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
+            "spark.executor.memory": "1g"}
+
+    ingested, vacuumed = ingest_then_vacuum(tmp_path, master_url, conf)
+
+    apps = {}
+    for run in (ingested, vacuumed):
+        master, app, partitions, _ = SESSION_LINE.search(run.stdout).groups()
+        assert master == master_url and partitions == "200"  # the cluster's default, not a local fill-in
+        apps[run] = app
+    registered = {a["id"] for a in _json(master_json)["completedapps"]}
+    assert set(apps.values()) <= registered  # both applications ran on this master
+    # The deletes ran in an executor process: its log (in the worker's folder) has the delete task's tally.
+    executor_logs = "".join(p.read_text() for p in (work_dir / apps[vacuumed]).glob("*/stderr"))
+    assert re.search(r"vacuum_jobs\.deleter: delete task in process \d+: 1 deleted", executor_logs)
+    # Every step was labelled for the Spark UI (the event log is what the history server shows).
+    labels = set()
+    for line in (events / apps[vacuumed]).read_text().splitlines():
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerJobStart":
+            labels.add(event.get("Properties", {}).get("spark.job.description"))
+    assert {"replaying 1 log(s) on Spark", "planning 1 table(s) against the inventory",
+            "deleting in 1 table(s); planning only in 0"} <= labels, labels

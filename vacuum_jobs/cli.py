@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from lakeio.cli import add_master_argument, iso_date, progress_printer, read_text, write_text
+from lakeio.cli import add_common_arguments, iso_date, read_text, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
@@ -53,10 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "not just add a delete marker")
     parser.add_argument("--delete-batch-size", type=int, default=1000, metavar="N",
                         help="keys per S3 DeleteObjects request (1-1000, default: 1000)")
-    parser.add_argument("--requests-per-second", type=float, default=20.0, metavar="R",
-                        help="S3 delete requests per second per Spark task (default: 20)")
+    parser.add_argument("--delete-keys-per-second", type=float, default=DeleteSettings.keys_per_second, metavar="K",
+                        help="S3 keys deleted per second by the whole run, however many executors delete "
+                             "(S3 takes about 3,500 writes/s per prefix; default: %(default)g)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
-    add_master_argument(parser)
+    add_common_arguments(parser)
     return parser
 
 
@@ -67,9 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--include and --exclude go with --discover")
     if not 1 <= args.delete_batch_size <= 1000:
         parser.error("--delete-batch-size must be between 1 and 1000")
+    if not args.delete_keys_per_second > 0:
+        parser.error("--delete-keys-per-second must be > 0")
     if args.retain_hours is not None and args.retain_hours < 0:
         parser.error("--retain-hours must be >= 0")
-    started = time.monotonic()
+    setup_logging(args.log_level)
     spark = get_spark("vacuum_jobs", args.master)
     try:
         text = read_text(spark, args.tables_file) if args.tables_file else None
@@ -88,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         dry_run=args.dry_run,
         audit_table=args.audit_table,
         min_coverage=args.min_coverage,
-        delete=DeleteSettings(batch_size=args.delete_batch_size, requests_per_second=args.requests_per_second,
+        delete=DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
                               endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions),
     )
     refused = False
     try:
-        report = BatchVacuum(spark, options, progress_printer(started)).execute(targets, args.include, args.exclude)
+        report = BatchVacuum(spark, options).execute(targets, args.include, args.exclude)
     except RunRefused as refusal:
         print(f"error: run refused: {refusal}", file=sys.stderr)
         report, refused = refusal.report, True

@@ -6,10 +6,19 @@ as deleted) or ``failed`` with the error. S3's ``DeleteObjects`` answers "delete
 keys that did not exist, so on S3 a re-run after a crash records such keys as deleted
 again (true, but not news); local and Hadoop filesystems tell the difference.
 Stores other than S3 and local disks are deleted from the driver through Hadoop.
+
+S3 deletes hold a run-wide pace: S3 takes about 3,500 writes per second per prefix and
+counts every key of a ``DeleteObjects`` as one. The targets are cut into as many tasks
+as the cluster runs at once, and each task paces itself to its share of
+``keys_per_second``, so the sum holds however many executors there are, with no
+coordination between them. Throttling, server errors, dropped connections and read
+timeouts are retried with backoff; ``DeleteObjects`` is idempotent, so a retry after a
+timeout whose request did land is harmless.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -22,6 +31,7 @@ from pyspark.sql import functions as F
 from lakeio import uris
 from lakeio.storage import Storage
 
+log = logging.getLogger(__name__)
 DELETED, ALREADY_ABSENT, FAILED = "deleted", "already_absent", "failed"
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
                              "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
@@ -32,15 +42,20 @@ OUTCOME_SCHEMA = "table_root string, path string, length long, modificationTime 
 @dataclass(frozen=True)
 class DeleteSettings:
     batch_size: int = 1000  # keys per DeleteObjects request (S3 allows at most 1,000)
-    requests_per_second: float = 20.0  # per executor task
+    keys_per_second: float = 3000.0  # the whole run's pace, however many tasks delete
     max_attempts: int = 6
     base_backoff_seconds: float = 0.2
+    read_timeout_seconds: float = 60.0  # a DeleteObjects of 1,000 keys may take seconds
     endpoint_url: str | None = None  # an S3-compatible endpoint; default: boto3's own resolution
     purge_versions: bool = False  # delete every listed version instead of adding a delete marker
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 1000:
             raise ValueError("batch_size must be between 1 and 1000")
+        if not self.keys_per_second > 0:
+            raise ValueError("keys_per_second must be > 0")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -73,9 +88,11 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
         targets = targets.withColumn("version_ids", F.array().cast("array<string>"))
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
     on_executors = targets.where(scheme.isin("s3", "file"))
-    slices = max(1, spark.sparkContext.defaultParallelism * 2)
+    # One wave: every task can run at once, none waits for a slot while holding a share of the pace.
+    slices = max(1, spark.sparkContext.defaultParallelism)
+    task_pace = settings.keys_per_second / slices
     outcomes = on_executors.select(*columns, "version_ids").repartition(slices).rdd.mapPartitions(
-        lambda rows: (o.row() for o in _delete_rows(rows, settings))
+        lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace))
     )
     result = spark.createDataFrame(outcomes, OUTCOME_SCHEMA)
     elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns, "version_ids")
@@ -90,14 +107,32 @@ def _target(row) -> Target:
     return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()))
 
 
-def _delete_rows(rows: Iterable, settings: DeleteSettings) -> Iterator[Outcome]:
+def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float) -> Iterator[Outcome]:
+    """One executor task's share; its tally goes to the executor's log."""
     s3_targets, local_targets = [], []
     for row in rows:
         target = _target(row)
         (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
-    yield from delete_local(local_targets)
+    tally: dict[str, int] = {}
+    deleters = [delete_local(local_targets)]
     if s3_targets:
-        yield from S3BatchDeleter(settings).delete(s3_targets)
+        deleters.append(S3BatchDeleter(settings, keys_per_second=keys_per_second).delete(s3_targets))
+    for deleter in deleters:
+        for outcome in deleter:
+            tally[outcome.action] = tally.get(outcome.action, 0) + 1
+            yield outcome
+    if tally:
+        _task_log(", ".join(f"{n} {action}" for action, n in sorted(tally.items())))
+
+
+def _task_log(message: str) -> None:
+    """A line in the executor's stderr (its log in the cluster UI): Python workers have no logging set up."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    log.info("delete task in process %d: %s", os.getpid(), message)
 
 
 def delete_local(targets: Iterable[Target]) -> Iterator[Outcome]:
@@ -138,26 +173,32 @@ def delete_with_hadoop(storage: Storage, targets: Iterable[Target]) -> Iterator[
 
 
 class S3BatchDeleter:
-    """``DeleteObjects`` in batches, paced, with exponential backoff and per-key retries."""
+    """``DeleteObjects`` in batches, paced by keys, with exponential backoff and per-key retries.
 
-    def __init__(self, settings: DeleteSettings, client=None, sleep: Callable[[float], None] = time.sleep):
+    ``keys_per_second`` is this deleter's share of the run's pace (default: all of it)."""
+
+    def __init__(self, settings: DeleteSettings, client=None, sleep: Callable[[float], None] = time.sleep,
+                 keys_per_second: float | None = None):
         self.settings = settings
         self.sleep = sleep
+        self.keys_per_second = keys_per_second or settings.keys_per_second
         self._client = client
-        self._last_request = 0.0
+        self._free_at = 0.0
 
     @staticmethod
-    def make_client(endpoint_url: str | None = None):
-        """A boto3 S3 client without botocore's own retries: ours (below) cover SlowDown and per-key errors alike."""
+    def make_client(endpoint_url: str | None = None, read_timeout_seconds: float = 60.0):
+        """A boto3 S3 client without botocore's own retries: ours (below) cover throttling, dropped
+        connections, timeouts and per-key errors alike, and count every attempt against the pace."""
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=endpoint_url, config=Config(retries={"total_max_attempts": 1}))
+        return boto3.client("s3", endpoint_url=endpoint_url, config=Config(
+            retries={"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10))
 
     @property
     def client(self):
         if self._client is None:
-            self._client = self.make_client(self.settings.endpoint_url)
+            self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds)
         return self._client
 
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:
@@ -191,13 +232,13 @@ class S3BatchDeleter:
     def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]) -> Iterator[tuple[dict, Target, str | None]]:
         pending = list(batch)
         for attempt in range(1, self.settings.max_attempts + 1):
-            self._pace()
+            self._pace(len(pending))
             try:
                 response = self.client.delete_objects(
                     Bucket=bucket, Delete={"Objects": [entry for entry, _ in pending], "Quiet": False})
             except Exception as exc:
                 code, status = _error_code(exc)
-                if (code in RETRYABLE_CODES or (status or 0) >= 500) and attempt < self.settings.max_attempts:
+                if _retryable(exc, code, status) and attempt < self.settings.max_attempts:
                     self._backoff(attempt)
                     continue
                 for entry, target in pending:
@@ -218,16 +259,24 @@ class S3BatchDeleter:
             pending = retry
             self._backoff(attempt)
 
-    def _pace(self) -> None:
-        gap = 1.0 / self.settings.requests_per_second
-        wait = self._last_request + gap - time.monotonic()
-        if wait > 0:
-            self.sleep(wait)
-        self._last_request = time.monotonic()
+    def _pace(self, keys: int) -> None:
+        """Wait until this request's keys fit the pace: n keys take n / keys_per_second of it."""
+        now = time.monotonic()
+        start = max(now, self._free_at)
+        if start > now:
+            self.sleep(start - now)
+        self._free_at = start + keys / self.keys_per_second
 
     def _backoff(self, attempt: int) -> None:
         delay = self.settings.base_backoff_seconds * (2 ** (attempt - 1))
         self.sleep(delay * (0.5 + random.random()))
+
+
+def _retryable(exc: Exception, code: str | None, status: int | None) -> bool:
+    """Throttling and server errors, and a request that never got an answer: refused, dropped or timed out."""
+    from botocore.exceptions import ConnectionError, HTTPClientError
+
+    return code in RETRYABLE_CODES or (status or 0) >= 500 or isinstance(exc, (ConnectionError, HTTPClientError))
 
 
 def _error_code(exc: Exception) -> tuple[str | None, int | None]:

@@ -54,7 +54,7 @@ def dv_relative_path_col(path_or_inline: Column) -> Column:
     Column expressions, not a Python UDF, so that planning needs no Python workers.
     """
     encoded = F.substring(path_or_inline, -20, 20)
-    digits = F.transform(F.split(encoded, ""), lambda ch: F.instr(F.lit(_Z85), ch) - 1)
+    digits = F.transform(F.split(encoded, ""), lambda ch: F.call_function("instr", F.lit(_Z85), ch) - 1)
     groups = F.transform(
         F.sequence(F.lit(0), F.lit(3)),
         lambda g: F.aggregate(F.slice(digits, g * 5 + 1, 5), F.lit(0).cast("long"), lambda acc, d: acc * 85 + d),
@@ -65,7 +65,7 @@ def dv_relative_path_col(path_or_inline: Column) -> Column:
     as_uuid = F.concat_ws("-", *[F.substring(hexed, start, length)
                                  for start, length in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))])
     name = F.concat(F.lit("deletion_vector_"), as_uuid, F.lit(".bin"))
-    prefix = F.substring(path_or_inline, F.lit(1), F.length(path_or_inline) - 20)
+    prefix = path_or_inline.substr(F.lit(1), F.length(path_or_inline) - 20)
     return F.when(valid, F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name)))
 
 

@@ -24,7 +24,6 @@ from pyspark.sql import functions as F
 
 from lakeio import uris
 
-_MALFORMED_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
 _HAS_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
 _PREFIX = r"^([A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?)"  # scheme and authority of a canonical URI
 _NEEDS_FOLDING = r"//|/\.\.?(/|$)"
@@ -37,7 +36,7 @@ class UnresolvablePath(ValueError):
 
 def resolve(table_root: str, log_path: str) -> str:
     """The canonical URI of the file ``log_path`` names in the table at canonical ``table_root``."""
-    if re.search(_MALFORMED_ESCAPE, log_path):
+    if re.search(uris.MALFORMED_ESCAPE, log_path):
         raise UnresolvablePath(f"{log_path!r}: malformed percent escape")
     decoded = unquote(log_path)
     root_prefix, root_path = _split(table_root)
@@ -83,7 +82,7 @@ def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) ->
     root, raw = F.col(table_root), F.col(log_path)
     t = {name: f"_{out}_{name}" for name in ("decoded", "root_prefix", "own_prefix", "own", "path", "folded")}
     c = {name: F.col(column) for name, column in t.items()}
-    malformed = raw.rlike(_MALFORMED_ESCAPE)
+    malformed = raw.rlike(uris.MALFORMED_ESCAPE)
     has_scheme = raw.rlike(_HAS_SCHEME)
     # CASE WHEN evaluates url_decode only for well-formed escapes (it throws on the others).
     frame = frame.withColumns({
@@ -93,9 +92,9 @@ def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) ->
     frame = frame.withColumn(t["own"], F.when(has_scheme, uris.canonical_col(c["decoded"])))
     frame = frame.withColumn(t["own_prefix"], F.regexp_extract(c["own"], _PREFIX, 1))
     frame = frame.withColumn(t["path"], (
-        F.when(has_scheme, F.substring(c["own"], F.length(c["own_prefix"]) + 1, 1 << 30))
+        F.when(has_scheme, c["own"].substr(F.length(c["own_prefix"]) + 1, F.lit(1 << 30)))
         .when(c["decoded"].startswith("/"), c["decoded"])
-        .otherwise(F.concat(F.substring(root, F.length(c["root_prefix"]) + 1, 1 << 30), F.lit("/"), c["decoded"]))
+        .otherwise(F.concat(root.substr(F.length(c["root_prefix"]) + 1, F.lit(1 << 30)), F.lit("/"), c["decoded"]))
     ))
     frame = frame.withColumn(t["folded"], _fold_col(c["path"]))
     problem = (

@@ -194,7 +194,7 @@ def _tagged(spark: SparkSession, catalog: list[_LogFile], files: list, frame: Da
         [(uris.canonical(f.uri), uris.canonical(f.segment.table_root), f.version, f.file_id) for f in added],
         "file string, table_root string, version long, file_id int",
     )
-    source = uris.canonical_col(uris.decode_log_path_col(F.input_file_name()))
+    source = uris.canonical_col(uris.decode_log_path_col(F.col("_metadata.file_path")))
     return frame.withColumn("file", source).join(F.broadcast(lookup), "file").drop("file")
 
 

@@ -7,11 +7,11 @@ record. One table's problem never stops the others; its report says why.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
 from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_values
+from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
 from vacuum_jobs import gates
@@ -29,6 +30,8 @@ from vacuum_jobs.plan import Plan, TablePolicy, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 from vacuum_jobs.targets import TableTarget, delta_roots, discovered
+
+log = logging.getLogger(__name__)
 
 ERROR_SAMPLE = 20
 
@@ -48,11 +51,10 @@ class VacuumOptions:
 
 
 class BatchVacuum:
-    def __init__(self, spark: SparkSession, options: VacuumOptions,
-                 progress: Callable[[str], None] = lambda message: None):
+    def __init__(self, spark: SparkSession, options: VacuumOptions):
         self.spark = spark
         self.options = options
-        self.progress = progress
+        self.progress = step_announcer(spark, log)
         self.storage = Storage(spark)
 
     def execute(self, targets: list[TableTarget] | None = None, include: list[str] | None = None,

@@ -1,0 +1,123 @@
+"""A proxy in front of the moto server that fails ``DeleteObjects`` requests the way S3 does.
+
+Each ``DeleteObjects`` request takes the next fault from a script (then ``ok``):
+
+- ``drop``: the connection closes before any answer; nothing reached the store;
+- ``timeout``: the store deletes the keys, the answer comes after the client gave up;
+- ``slowdown``: 503 ``SlowDown``; nothing reached the store;
+- ``partial``: the store deletes all but the first three keys, which the answer lists as
+  ``InternalError``, as S3 does for keys it could not delete.
+
+Every request is logged (time, fault, keys asked), so tests can count attempts per fault
+and check the pace the store saw.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+PARTIAL_KEYS = 3
+_OBJECT = re.compile(rb"<Object>.*?</Object>", re.S)
+_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+_SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+class FaultyS3:
+    def __init__(self, upstream: str, hang_seconds: float = 2.0):
+        self.upstream = urlsplit(upstream)
+        self.hang_seconds = hang_seconds
+        self.script: list[str] = []
+        self.requests: list[tuple[float, str, int]] = []  # (monotonic time, fault, keys asked)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def counts(self) -> dict[str, int]:
+        tally: dict[str, int] = {}
+        for _, fault, _ in self.requests:
+            tally[fault] = tally.get(fault, 0) + 1
+        return tally
+
+    def _next_fault(self, keys: int) -> str:
+        with self._lock:
+            fault = self.script.pop(0) if self.script else "ok"
+            self.requests.append((time.monotonic(), fault, keys))
+            return fault
+
+    def _forward(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, list, bytes]:
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        answer = (response.status, response.getheaders(), response.read())
+        connection.close()
+        return answer
+
+    def _handler(self):
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _relay(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                if self.command == "POST" and urlsplit(self.path).query.startswith("delete"):
+                    return self._delete_objects(headers, body)
+                self._answer(*proxy._forward(self.command, self.path, headers, body))
+
+            def _delete_objects(self, headers: dict, body: bytes):
+                fault = proxy._next_fault(len(_OBJECT.findall(body)))
+                if fault == "drop":
+                    self.close_connection = True
+                    return
+                if fault == "slowdown":
+                    return self._answer(503, [("Content-Type", "application/xml")], _SLOWDOWN)
+                failed = []
+                if fault == "partial":
+                    objects = _OBJECT.findall(body)
+                    failed = [_KEY.search(o).group(1) for o in objects[:PARTIAL_KEYS]]
+                    body = _OBJECT.sub(lambda m: b"" if m.group(0) in objects[:PARTIAL_KEYS] else m.group(0), body)
+                    headers = {k: v for k, v in headers.items()
+                               if not k.lower().startswith(("content-md5", "x-amz-checksum", "x-amz-sdk-checksum"))}
+                status, answer_headers, answer = proxy._forward("POST", self.path, headers, body)
+                if fault == "timeout":
+                    time.sleep(proxy.hang_seconds)
+                    self.close_connection = True
+                    return
+                if failed:
+                    errors = b"".join(b"<Error><Key>%s</Key><Code>InternalError</Code>"
+                                      b"<Message>We encountered an internal error.</Message></Error>" % k
+                                      for k in failed)
+                    answer = answer.replace(b"</DeleteResult>", errors + b"</DeleteResult>")
+                self._answer(status, answer_headers, answer)
+
+            def _answer(self, status: int, headers: list, body: bytes):
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _relay
+
+        return Handler
