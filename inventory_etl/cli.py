@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replace a partition even with an older delivery than the one it holds")
     parser.add_argument("--no-verify-checksums", action="store_true",
                         help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
+    parser.add_argument("--keep-days", type=int, metavar="N",
+                        help="keep the N newest days of inventory dates (counted back from the newest, this run's "
+                             "included) and drop older partitions in the same commit (default: keep every date)")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
     add_common_arguments(parser)
     return parser
@@ -63,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.keep_days is not None and args.keep_days < 1:
+        parser.error("--keep-days must be at least 1")
     if not args.inventory_root and (args.date or args.source_bucket or args.config_id):
         parser.error("--date, --source-bucket and --config-id go with --inventory-root")
     path_roots = {}
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         manifests = args.manifest
     job = IngestInventory(spark, args.inventory_table, path_roots,
                           verify_checksums=not args.no_verify_checksums,
-                          allow_older=args.allow_older_delivery)
+                          allow_older=args.allow_older_delivery, keep_days=args.keep_days)
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import json
 import time
+from datetime import date, timedelta
 from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import Mapping
@@ -23,9 +24,9 @@ from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, PARTITION_COLUMNS
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
-from lakeio import uris
+from lakeio import delta_read, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
-from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, write_delta
+from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, partition_string, write_delta
 from lakeio.text import first_line
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
@@ -53,6 +54,7 @@ class IngestResult:
     deliveries: list[DeliveryOutcome]
     elapsed_seconds: float = 0.0
     table_version: int | None = None
+    partitions_dropped: int = 0  # by keep_days, in the write's own commit
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -77,6 +79,7 @@ class IngestResult:
             "bytes": sum(d.bytes for d in self.ingested),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
             "table_version": self.table_version,
+            "partitions_dropped": self.partitions_dropped,
             "notes": self.notes,
             "deliveries": [asdict(d) for d in self.deliveries],
         }
@@ -101,6 +104,7 @@ class IngestInventory:
         path_roots: Mapping[str, str] | None = None,
         verify_checksums: bool = True,
         allow_older: bool = False,
+        keep_days: int | None = None,
     ):
         self.spark = spark
         self.storage = Storage(spark)
@@ -108,6 +112,9 @@ class IngestInventory:
         self.path_roots = {bucket: uris.to_uri(root) for bucket, root in (path_roots or {}).items()}
         self.verify_checksums = verify_checksums
         self.allow_older = allow_older
+        if keep_days is not None and keep_days < 1:
+            raise ValueError("keep_days must be at least 1")
+        self.keep_days = keep_days
         self.progress = step_announcer(spark, log)
 
     def execute(self, manifest_uris: list[str]) -> IngestResult:
@@ -298,8 +305,10 @@ class IngestInventory:
         self.progress(f"writing {len(partitions)} partition(s) to {self.inventory_table}")
         rows = _union([a.rows for a in accepted]).drop(PROBLEM, SOURCE_FILE)
         try:
+            expired = self._expired(partitions)
             written = write_delta(rows, self.inventory_table, PARTITION_COLUMNS,
-                                  [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions")
+                                  [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions",
+                                  drop=[dict(zip(PARTITION_COLUMNS, p)) for p in expired])
         except IncompatibleTable as exc:
             self._refuse_written(accepted, result, str(exc))
             return
@@ -310,6 +319,23 @@ class IngestInventory:
             result.notes.append(f"added column(s) {', '.join(written.columns_added)} to {self.inventory_table} "
                                 "(older rows read them as null)")
         result.table_version = self._table_version()
+        if expired:
+            result.partitions_dropped = len(expired)
+            result.notes.append(f"dropped {len(expired)} partition(s) of {min(p[0] for p in expired)} to "
+                                f"{max(p[0] for p in expired)} (--keep-days {self.keep_days})")
+
+    def _expired(self, writing: list[tuple]) -> list[tuple]:
+        """Partitions ``keep_days`` or more older than the newest inventory date, this write's included."""
+        if self.keep_days is None:
+            return []
+        try:
+            held = {tuple(partition_string(v) for v in p)
+                    for p in delta_read.partitions(self.inventory_table, list(PARTITION_COLUMNS))}
+        except TableNotFound:
+            return []
+        newest = max(date.fromisoformat(p[0]) for p in held | set(writing))
+        oldest_kept = newest - timedelta(days=self.keep_days - 1)
+        return sorted(p for p in held - set(writing) if date.fromisoformat(p[0]) < oldest_kept)
 
     def _refuse_written(self, accepted: list[_Accepted], result: IngestResult, error: str) -> None:
         log.warning("refused: %s", error)

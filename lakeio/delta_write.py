@@ -74,21 +74,25 @@ def write_delta(
     partitions: Sequence[Mapping[str, str]],
     mode: WriteMode,
     use_delta_jars: bool | None = None,
+    drop: Sequence[Mapping[str, str]] = (),
 ) -> WriteResult:
     """Write ``df`` (whose rows all fall in ``partitions``) to a partitioned Delta table.
 
     ``replace_partitions`` swaps each listed partition's content for ``df``'s rows;
-    ``append`` only adds. Readers see the old state or the new one, never a mix.
+    ``append`` only adds. ``drop`` partitions lose their rows in the same commit (with
+    ``replace_partitions``). Readers see the old state or the new one, never a mix.
     """
+    if drop and mode != "replace_partitions":
+        raise ValueError("drop goes with mode='replace_partitions'")
     table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
     added = _check_target(df, table_uri, partition_by)
     with _timestamps_as_micros(df.sparkSession):
         if use_delta_jars:
-            result = _write_with_delta_spark(df, table_uri, partition_by, mode)
+            result = _write_with_delta_spark(df, table_uri, partition_by, [*partitions, *drop], mode)
         else:
-            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode)
+            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop)
     return replace(result, columns_added=added)
 
 
@@ -138,10 +142,12 @@ def _timestamps_as_micros(spark) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
-def _write_with_delta_spark(df, table_uri, partition_by, mode) -> WriteResult:
+def _write_with_delta_spark(df, table_uri, partition_by, replaced, mode) -> WriteResult:
     writer = df.write.format("delta").partitionBy(*partition_by)
     if mode == "replace_partitions":
-        writer = writer.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+        # One predicate over every partition replaced or dropped: one commit.
+        where = " OR ".join("(" + " AND ".join(f"`{c}` = '{p[c]}'" for c in partition_by) + ")" for p in replaced)
+        writer = writer.mode("overwrite").option("replaceWhere", where or "false")
     else:
         writer = writer.mode("append")
     writer.save(table_uri)
@@ -159,7 +165,7 @@ def _write_with_delta_spark(df, table_uri, partition_by, mode) -> WriteResult:
     )
 
 
-def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> WriteResult:
+def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop) -> WriteResult:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -196,7 +202,7 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode) -> Writ
             deltalake_uri(table_uri), schema, adds, mode="error", partition_by=list(partition_by)
         )
         return WriteResult(table_uri, len(adds), 0, sum(rows_per_file.values()), "deltalake")
-    removes = _removes_for(table, partition_by, partitions) if mode == "replace_partitions" else []
+    removes = _removes_for(table, partition_by, [*partitions, *drop]) if mode == "replace_partitions" else []
     table.create_write_transaction(adds + removes, mode="append", schema=schema, partition_by=list(partition_by))
     return WriteResult(table_uri, len(adds), len(removes), sum(rows_per_file.values()), "deltalake")
 
@@ -252,7 +258,7 @@ def _removes_for(table, partition_by, partitions) -> list:
     now_ms = int(time.time() * 1000)
     removes = []
     for action in live:
-        values = {c: _partition_string(action[f"partition.{c}"]) for c in partition_by}
+        values = {c: partition_string(action[f"partition.{c}"]) for c in partition_by}
         if tuple(values[c] for c in partition_by) in wanted:
             removes.append(
                 RemoveAction(path=action["path"], data_change=True, deletion_timestamp=now_ms,
@@ -261,7 +267,7 @@ def _removes_for(table, partition_by, partitions) -> list:
     return removes
 
 
-def _partition_string(value) -> str | None:
+def partition_string(value) -> str | None:
     """A partition value as the Delta log spells it."""
     if value is None:
         return None

@@ -64,8 +64,12 @@ def launch_conf(master: str | None = None) -> SparkConf:
     ``master`` (our ``--master`` flag) wins; else spark-submit's; else ``$SPARK_MASTER``;
     else ``local[*]``.
     """
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this driver and its JVM
     SparkContext._ensure_initialized()
     conf = SparkConf()
+    if not submitted:
+        # pyspark's own launcher turns progress bars on, as for an interactive shell; they garble the log.
+        conf.set("spark.ui.showConsoleProgress", "false")
     chosen = master or conf.get("spark.master", None) or os.environ.get("SPARK_MASTER") or "local[*]"
     conf.setMaster(chosen)
     for key, value in DEFAULTS.items():

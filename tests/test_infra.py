@@ -162,6 +162,18 @@ def test_package_is_what_spark_submit_needs(tmp_path):
     assert probe.stdout.strip().startswith(str(built["archive"]))
 
 
+@pytest.mark.parametrize("job", JOBS)
+def test_every_entry_point_tells_its_version(job, capsys):
+    import pyspark
+
+    from lakeio import __version__
+
+    with pytest.raises(SystemExit) as done:
+        PARSERS[job]().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"lake-housekeeping {__version__} (pyspark {pyspark.__version__})"
+
+
 def _job_and_args(argv: tuple[str, ...]) -> tuple[str, list[str]]:
     script = next(i for i, arg in enumerate(argv) if arg.endswith(".py"))
     job = next(j for j in JOBS if argv[script].endswith("/" + entry_script(j)))

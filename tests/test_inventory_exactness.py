@@ -45,6 +45,24 @@ def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_
     assert sorted(r["config_id"] for r in rows) == ["daily"] + ["weekly"] * 3
 
 
+def test_keep_days_drops_older_dates_in_the_write_commit(spark, tmp_path):
+    days = [datetime(2026, 11, d, 9, 0, tzinfo=timezone.utc) for d in (1, 5, 6, 7)]
+    manifests = {d.day: deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=d) for d in days}
+    other = deliver(tmp_path / "dest", "other", objects=AWKWARD_OBJECTS[:1], when=days[0])
+    ingest(spark, tmp_path / "inv", [manifests[1], manifests[5], other])
+    before = DeltaTable(str(tmp_path / "inv")).version()
+
+    result = ingest(spark, tmp_path / "inv", [manifests[6], manifests[7]], keep_days=2)
+
+    # Kept: the two newest dates (this run's 6th and 7th); dropped: every bucket's older dates.
+    assert sorted({(r["inventory_date"].day, r["bucket"]) for r in rows_of(tmp_path / "inv")}) == [
+        (6, "src"), (7, "src")]
+    assert result.partitions_dropped == 3 and "dropped 3 partition(s) of 2026-11-01 to 2026-11-05" in result.notes[0]
+    assert DeltaTable(str(tmp_path / "inv")).version() == before + 1  # one commit: readers never see a gap
+    with pytest.raises(SystemExit):
+        main(["--inventory-table", str(tmp_path / "inv"), "--manifest", str(manifests[7]), "--keep-days", "0"])
+
+
 def test_the_newest_delivery_of_a_partition_wins_and_an_older_one_is_refused(spark, tmp_path):
     early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS)
     late = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=LATER)

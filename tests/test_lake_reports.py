@@ -41,6 +41,7 @@ from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.conftest import GOLDEN
 from tests.lakes import now_ms, vacuum
 from vacuum_jobs.report import RunReport, TableReport, write_audit
+from tests.report_schemas import assert_matches_schema
 
 DAY_MS = 24 * MS_PER_HOUR
 PRICES = {"STANDARD": 2.0, "STANDARD_IA": 1.0, "GLACIER": 0.5}
@@ -185,6 +186,7 @@ def test_chargeback_cli_writes_csv_json_and_html(spark, lake, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "totals match the inventory" in printed
     doc = json.loads((out / "chargeback.json").read_text())
+    assert_matches_schema(doc, "chargeback")
     assert doc["balanced"] and doc["prices_usd_per_gb_month"]["STANDARD_IA"] == 1.0
     cells = (out / "chargeback_cells.csv").read_text().splitlines()
     assert cells[0] == "inventory_date,bucket,table,category,storage_class,objects,bytes,usd_per_month"

@@ -52,16 +52,22 @@ def a_lake(tmp_path: Path) -> tuple[Path, Path]:
     return table, tmp_path / "dest"
 
 
+def ingest(built: dict[str, Path], tmp_path: Path, master: str, conf: dict[str, str] | None):
+    """Job 1 through spark-submit, which must ingest the lake's delivery: (table, run)."""
+    table, dest = a_lake(tmp_path)
+    ingested = submit(built, "inventory_etl", "--inventory-table", str(tmp_path / "inventory"),
+                      "--inventory-root", str(dest), "--path-root", f"lake={table.parent}",
+                      master=master, conf=conf, cwd=tmp_path)
+    assert ingested.returncode == 0, ingested.stderr[-3000:]
+    assert "1 ingested, 0 refused" in ingested.stdout
+    return table, ingested
+
+
 def ingest_then_vacuum(tmp_path: Path, master: str, conf: dict[str, str] | None = None):
     """Job 1 then job 2 through spark-submit; both must succeed and the orphan must go."""
     built = build(tmp_path / "dist")
-    table, dest = a_lake(tmp_path)
+    table, ingested = ingest(built, tmp_path, master, conf)
     inventory = tmp_path / "inventory"
-    ingested = submit(built, "inventory_etl", "--inventory-table", str(inventory), "--inventory-root", str(dest),
-                      "--path-root", f"lake={table.parent}", master=master, conf=conf, cwd=tmp_path)
-    assert ingested.returncode == 0, ingested.stderr[-3000:]
-    assert "1 ingested, 0 refused" in ingested.stdout
-
     report = tmp_path / "report.json"
     tables = tmp_path / "tables.yaml"
     tables.write_text(f"- table: {table}\n")
@@ -75,11 +81,10 @@ def ingest_then_vacuum(tmp_path: Path, master: str, conf: dict[str, str] | None 
 
 
 def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
-    ingested, vacuumed = ingest_then_vacuum(tmp_path, "local[1]", {"spark.sql.shuffle.partitions": "7",
-                                                                    "spark.sql.adaptive.enabled": "false"})
-    for run in (ingested, vacuumed):
-        master, _app, partitions, adaptive = SESSION_LINE.search(run.stdout).groups()
-        assert (master, partitions, adaptive) == ("local[1]", "7", "false")
+    settings = {"spark.sql.shuffle.partitions": "7", "spark.sql.adaptive.enabled": "false"}
+    _, ingested = ingest(build(tmp_path / "dist"), tmp_path, "local[1]", settings)
+    master, _app, partitions, adaptive = SESSION_LINE.search(ingested.stdout).groups()
+    assert (master, partitions, adaptive) == ("local[1]", "7", "false")
 
 
 def _free_port() -> int:

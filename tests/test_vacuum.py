@@ -19,6 +19,7 @@ from vacuum_jobs.cli import main
 from vacuum_jobs.keep import dv_relative_path
 from vacuum_jobs.targets import TableTarget, from_file
 from vacuum_jobs.vacuum import RunRefused
+from tests.report_schemas import assert_matches_schema
 
 
 def delta_rs_full_vacuum(table: Path, hours: float) -> set[Path]:
@@ -267,6 +268,7 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
 
     assert main(["--inventory-table", inventory, "--table", str(good), "--dry-run", "--report", str(report_file)]) == 0
     doc = json.loads(report_file.read_text())
+    assert_matches_schema(doc, "vacuum-report")
     assert doc["tables"][0]["status"] == "dry_run" and doc["totals"]["tables_dry_run"] == 1
     assert "DRY RUN" in capsys.readouterr().out
 
@@ -275,7 +277,11 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
     statuses = {Path(t["table"]).name: t["status"] for t in json.loads(report_file.read_text())["tables"]}
     assert statuses == {"good": "dry_run", "broken": "refused"}
 
-    assert main(["--inventory-table", str(tmp_path / "nothing"), "--table", str(good)]) == 1
+    assert main(["--inventory-table", str(tmp_path / "nothing"), "--table", str(good),
+                 "--report", str(report_file)]) == 1
+    refused_run = json.loads(report_file.read_text())
+    assert_matches_schema(refused_run, "vacuum-report")
+    assert refused_run["inventory_date"] is None and refused_run["tables"][0]["status"] == "refused"
     for bad in (["--inventory-table", inventory], ["--inventory-table", inventory, "--table", "x", "--include", "*"],
                 ["--inventory-table", inventory, "--table", "x", "--delete-batch-size", "5000"]):
         with pytest.raises(SystemExit) as usage:

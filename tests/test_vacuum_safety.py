@@ -25,6 +25,7 @@ from tests.lakes import by_table, inventory_of
 from vacuum_jobs.cli import main
 from vacuum_jobs.targets import from_uris
 from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+from tests.report_schemas import assert_matches_schema
 
 OLD = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
 
@@ -151,7 +152,9 @@ def test_a_lake_of_traps(spark, tmp_path):
         spark.conf.unset("spark.sql.files.ignoreMissingFiles")
 
     assert code == 1
-    report = {Path(t["table"]).name: t for t in json.loads(report_file.read_text())["tables"]}
+    doc = json.loads(report_file.read_text())
+    assert_matches_schema(doc, "vacuum-report")
+    report = {Path(t["table"]).name: t for t in doc["tables"]}
     vacuumed = ("healthy", "uniform", "spelled", "clone", "glob[1]{a}")
     for name in vacuumed:
         assert report[name]["status"] == "vacuumed", (name, report[name]["reason"])

@@ -18,8 +18,11 @@ COUNT_FIELDS = (
     "live_files", "live_bytes", "tombstone_files", "tombstone_bytes", "candidate_files", "candidate_bytes",
     "deleted_files", "deleted_bytes", "already_absent_files", "already_absent_bytes", "failed_files",
     "failed_bytes", "missing_files", "too_recent_files", "too_recent_bytes", "hidden_files", "hidden_bytes",
+    "kept_files", "kept_bytes",  # inventory rows the log still needs (live files, kept tombstones)
+    "dir_files", "dir_bytes",  # folder markers the inventory lists
     "named_since_planning_files",  # candidates a commit made after planning named again: kept
 )
+# Every report carries every count, so that monitors can rely on the keys (schemas/vacuum-report.schema.json).
 
 
 @dataclass
