@@ -18,6 +18,8 @@ def main() -> None:
         ("job 1: ratio without checksums", f"{ingest['ratio_no_checksums']:.2f}"),
         ("job 2: tables / files", f"{vacuum['tables']} / {vacuum['files']:,}"),
         ("job 2: batch dry-run plan", f"{vacuum['batch_dry_run_s']:.1f} s ({vacuum['candidates']:,} candidates)"),
+        ("job 2: bare Spark baseline, same candidates", f"{vacuum['bare_spark_baseline_s']:.1f} s"),
+        ("job 2: ratio plan / baseline", f"{vacuum['plan_over_baseline']:.2f}"),
         ("job 2: deltalake FULL vacuum dry run, looped",
          f"{vacuum['delta_rs_full_vacuum_loop_s']:.1f} s ({vacuum['delta_rs_candidates']:,} candidates)"),
         ("job 2: ratio deltalake loop / batch", f"{vacuum['speedup']:.2f}"),

@@ -9,11 +9,11 @@ one delivery, replaced whole when that delivery is ingested again or a newer one
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import time
-from datetime import date, timedelta
 from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
 from functools import reduce
 from typing import Mapping
 
@@ -27,9 +27,9 @@ from inventory_etl.verify import verify_data_files
 from lakeio import delta_read, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, partition_string, write_delta
-from lakeio.text import first_line
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
+from lakeio.text import first_line
 
 log = logging.getLogger(__name__)
 

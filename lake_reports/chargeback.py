@@ -20,9 +20,9 @@ now, while the inventory lists objects as of its date.
 
 from __future__ import annotations
 
-import logging
 import csv
 import json
+import logging
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field

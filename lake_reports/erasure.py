@@ -22,8 +22,8 @@ the last run that deleted (its cadence), plus that run's inventory lag.
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}.items():

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.cli import LOG_FORMAT
 from lakeio.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def _task_log(message: str) -> None:
     """A line in the executor's stderr (its log in the cluster UI): Python workers have no logging set up."""
     if not log.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     log.info("delete task in process %d: %s", os.getpid(), message)
