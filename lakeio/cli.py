@@ -11,6 +11,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from lakeio import __version__, uris
+from lakeio.spark import PROJECT_PACKAGES
 from lakeio.storage import Storage
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -35,7 +36,7 @@ def setup_logging(level: str) -> None:
     """Progress and warnings on stderr, one format for every job; stdout stays the summary."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    for name in ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports"):
+    for name in PROJECT_PACKAGES:
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level)

@@ -187,7 +187,8 @@ class S3BatchDeleter:
         self._free_at = 0.0
 
     @staticmethod
-    def make_client(endpoint_url: str | None = None, read_timeout_seconds: float = 60.0):
+    def make_client(endpoint_url: str | None = None,
+                    read_timeout_seconds: float = DeleteSettings.read_timeout_seconds):
         """A boto3 S3 client without botocore's own retries: ours (below) cover throttling, dropped
         connections, timeouts and per-key errors alike, and count every attempt against the pace."""
         import boto3
