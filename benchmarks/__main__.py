@@ -24,8 +24,10 @@ def main() -> None:
          f"{vacuum['delta_rs_full_vacuum_loop_s']:.1f} s ({vacuum['delta_rs_candidates']:,} candidates)"),
         ("job 2: ratio deltalake loop / batch", f"{vacuum['speedup']:.2f}"),
         ("chargeback of the same lake", f"{vacuum['chargeback_s']:.1f} s"),
-        ("job 2: S3 list pages, listing vacuum vs batch (computed)",
+        ("job 2: S3 list pages, deltalake loop vs batch",
          f"{vacuum['s3_list_pages_listing_vacuum']:,} vs {vacuum['s3_list_pages_batch']:,}"),
+        (f"job 2: S3 model (measured + {vacuum_planning.S3_PAGE_S * 1000:.0f} ms a page), loop vs batch",
+         f"{vacuum['s3_model_delta_rs_loop_s']:.1f} s vs {vacuum['s3_model_batch_s']:.1f} s"),
     ]
     print(f"\nmachine: {os.cpu_count()} cores")
     width = max(len(name) for name, _ in rows)

@@ -2,7 +2,7 @@
 answers the same question and next to delta-rs's FULL vacuum per table; and the chargeback of the
 same lake (which classifies every object the same way).
 
-    python -m benchmarks.vacuum_planning [--tables 50] [--files-per-table 20000] [--repeat 3] [--workdir DIR]
+    python -m benchmarks.vacuum_planning [--tables 50] [--files-per-table 20000] [--repeat 3] [--shape checkpoint] [--workdir DIR]
 
 Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-table`` files,
 about 10% of them orphans (half tombstoned long ago, half never committed), writes
@@ -12,7 +12,9 @@ Spark baseline (read the inventory date, read checkpoints and commits, absolute 
 one anti-join, count; no safety rule beyond what this lake needs), and
 ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same tables (which lists
 every folder). The timed runs use Spark's own default of 200 shuffle partitions, with
-adaptive execution, as a cluster would (``--shuffle-partitions`` to compare).
+adaptive execution, as a cluster would (``--shuffle-partitions`` to compare). On S3 both
+would also pay for their listings: the figures labelled "S3 model" add an assumed cost per
+ListObjectsV2 page to each measured time.
 """
 
 from __future__ import annotations
@@ -24,29 +26,38 @@ import shutil
 import tempfile
 import time
 from datetime import datetime, timezone
+from functools import reduce
 
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import read_inventory
-from lakeio.delta_read import partition_values
 from inventory_etl.ingest import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.chargeback import Chargeback, ChargebackOptions
+from lakeio.delta_read import partition_values, read_delta
 from lakeio.spark import get_spark
 from vacuum_jobs.targets import from_uris
 from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
 
 DAY_MS = 86_400_000
 PARTITIONS = 20
+S3_PAGE_S = 0.022  # assumed latency of one ListObjectsV2 page (1,000 keys) from the same region
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
     {"name": "p", "type": "string", "nullable": True, "metadata": {}}]})
 
 
-def build_table(root: str, files: int, now_ms: int) -> None:
-    """A table whose log has ``files`` adds (5% later removed, long ago) plus 5% uncommitted files."""
+SHAPES = {
+    "checkpoint": "two large commits of adds and one of removes, then a checkpoint",
+    "commits": "the same three commits, no checkpoint",
+    "small-commits": "one commit per 500 actions (40 per table at 20,000 files), no checkpoint",
+}
+
+
+def build_table(root: str, files: int, now_ms: int, shape: str = "checkpoint") -> None:
+    """A table whose log has ``files`` adds (5% later removed, long ago) plus 5% uncommitted files,
+    its log laid out as ``shape`` says (see SHAPES)."""
     log = os.path.join(root, "_delta_log")
     os.makedirs(log)
     old = (now_ms - 30 * DAY_MS) / 1000
@@ -66,47 +77,58 @@ def build_table(root: str, files: int, now_ms: int) -> None:
                            "createdTime": now_ms - 40 * DAY_MS}}]
     adds = [{"add": {"path": p, "partitionValues": {"p": p[2:4]}, "size": 4, "modificationTime": now_ms - 35 * DAY_MS,
                      "dataChange": True}} for p in paths[:committed]]
-    half = committed // 2
     removes = [{"remove": {"path": p, "deletionTimestamp": now_ms - 20 * DAY_MS, "dataChange": True,
                            "partitionValues": {"p": p[2:4]}, "size": 4}} for p in paths[:removed]]
-    for version, actions in enumerate((first + adds[:half], adds[half:], removes)):
+    if shape == "small-commits":
+        commits = [adds[i:i + 500] for i in range(0, len(adds), 500)] + [removes[i:i + 500]
+                                                                       for i in range(0, len(removes), 500)]
+        commits[0] = first + commits[0]
+    else:
+        half = committed // 2
+        commits = [first + adds[:half], adds[half:], removes]
+    for version, actions in enumerate(commits):
         with open(os.path.join(log, f"{version:020d}.json"), "w") as out:
             out.write("\n".join(json.dumps(a) for a in actions) + "\n")
-    DeltaTable(root).create_checkpoint()
+    if shape == "checkpoint":
+        DeltaTable(root).create_checkpoint()
 
 
 def bare_spark_candidates(spark: SparkSession, inventory: str, roots: list[str], cutoff_ms: int) -> int:  # local paths
     """The least Spark program that finds this lake's candidates: the limit the plan is measured against.
 
-    Every table here has one checkpoint and three commits, removes older than the
-    cut-off, no deletion vectors, nothing hidden but ``_delta_log/``: rules the real plan
-    checks and this one takes for granted."""
+    Every table here has at most one checkpoint, removes older than the cut-off, no
+    deletion vectors, nothing hidden but ``_delta_log/``: rules the real plan checks and
+    this one takes for granted."""
     day = max(partition_values(inventory, "inventory_date"))
     checkpoints, commits = [], []
     for root in roots:  # the newest checkpoint and the commits after it
         log = os.path.join(root, "_delta_log")
         names = os.listdir(log)
-        newest = max(n for n in names if n.endswith(".checkpoint.parquet"))
-        checkpoints.append(os.path.join(log, newest))
+        newest = max((n for n in names if n.endswith(".checkpoint.parquet")), default="")
+        checkpoints += [os.path.join(log, newest)] if newest else []
         commits += [os.path.join(log, n) for n in names if n.endswith(".json") and n[:20] > newest[:20]]
     table_of = F.regexp_extract(F.col("_metadata.file_path"), r"^file:/*(/.*)/_delta_log/[^/]*$", 1)
     version = F.regexp_extract(F.col("_metadata.file_path"), r"/(\d{20})\.", 1).cast("long")
     actions = "add struct<path string>, remove struct<path string, deletionTimestamp long>"
-    log = spark.read.schema(actions).parquet(*checkpoints).select(table_of.alias("root"), version.alias("v"), "add", "remove")
-    if commits:
-        log = log.unionByName(spark.read.schema(actions).json(commits).select(
-            table_of.alias("root"), version.alias("v"), "add", "remove"))
+    reads = ([spark.read.schema(actions).parquet(*checkpoints)] if checkpoints else []) + [
+        spark.read.schema(actions).json(commits)]
+    log = reduce(DataFrame.unionByName, [r.select(table_of.alias("root"), version.alias("v"), "add", "remove")
+                                         for r in reads])
     log = log.select("root", "v", F.coalesce("add.path", "remove.path").alias("rel"),
                      F.col("add.path").isNotNull().alias("is_add"), F.col("remove.deletionTimestamp").alias("deleted"))
     needed = log.where(F.col("rel").isNotNull()).groupBy("root", "rel").agg(
         F.max_by(F.struct("is_add", "deleted"), "v").alias("last")
     ).where(F.col("last.is_add") | (F.col("last.deleted") >= cutoff_ms)).select(
         F.concat("root", F.lit("/"), "rel").alias("path"))
-    rows = read_inventory(spark, inventory, day).select(
+    rows = read_delta(spark, inventory, {"inventory_date": day}).select(  # one delivery: no duplicate rows
         F.regexp_replace("path", "^file:/*/", "/").alias("path"), "modificationTime")
     owned = rows.where(F.col("path").rlike(r"/warehouse/db\d/table_\d{3}/") & ~F.col("path").contains("/_delta_log/")
                        & (F.col("modificationTime") < cutoff_ms))
     return owned.join(needed, "path", "left_anti").count()
+
+
+def _pages(keys: int) -> int:
+    return max(1, -(-keys // 1000))
 
 
 def _best(repeat: int, work):
@@ -120,14 +142,14 @@ def _best(repeat: int, work):
 
 
 def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None, repeat: int = 3,
-        shuffle_partitions: int = 200) -> dict:
+        shuffle_partitions: int = 200, shape: str = "checkpoint") -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
     bucket = os.path.join(workdir, "lake")
     now_ms = int(time.time() * 1000)
     started = time.monotonic()
     roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:03d}") for i in range(tables)]
     for root in roots:
-        build_table(root, files_per_table, now_ms)
+        build_table(root, files_per_table, now_ms, shape)
     built = time.monotonic() - started
 
     started = time.monotonic()
@@ -162,6 +184,10 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         raise SystemExit(f"chargeback disagrees: {reclaimable} reclaimable, {report.totals()['candidate_files']} "
                          "candidates" if charge.balanced else "chargeback does not add up")
 
+    # ListObjectsV2 pages (1,000 keys each) per prefix: a listing vacuum lists each table's
+    # whole tree, the batch plan only each _delta_log/ folder.
+    listing_pages = sum(_pages(sum(len(names) for _, _, names in os.walk(root))) for root in roots)
+    log_pages = sum(_pages(len(os.listdir(os.path.join(root, "_delta_log")))) for root in roots)
     looped, delta_rs = _best(repeat, lambda: sum(len(set(DeltaTable(root).vacuum(
         retention_hours=168, dry_run=True, enforce_retention_duration=False, full=True))) for root in roots))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -181,8 +207,13 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         "speedup": looped / batch,
         # What a listing vacuum would ask S3 for (1,000 keys per ListObjectsV2 page, one prefix per table),
         # against this project's one _delta_log listing per table: a computed figure, not a measurement.
-        "s3_list_pages_listing_vacuum": tables * -(-(files_per_table + 4) // 1000),
-        "s3_list_pages_batch": tables,
+        "shape": shape,
+        "s3_list_pages_listing_vacuum": listing_pages,
+        "s3_list_pages_batch": log_pages,
+        # A model, not a measurement (this machine has no S3): each run's measured time plus
+        # what its ListObjectsV2 pages would cost at S3_PAGE_S each.
+        "s3_model_delta_rs_loop_s": looped + listing_pages * S3_PAGE_S,
+        "s3_model_batch_s": batch + log_pages * S3_PAGE_S,
     }
 
 
@@ -193,10 +224,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="best of this many timed runs (default: 3)")
     parser.add_argument("--shuffle-partitions", type=int, default=200,
                         help="spark.sql.shuffle.partitions for the timed runs (default: 200, Spark's own)")
+    parser.add_argument("--shape", choices=SHAPES, default="checkpoint",
+                        help="how each table's log is laid out: " + "; ".join(f"{k}: {v}" for k, v in SHAPES.items()))
     parser.add_argument("--workdir")
     args = parser.parse_args()
-    f = run(args.tables, args.files_per_table, args.workdir, args.repeat, args.shuffle_partitions)
-    print(f"cores: {os.cpu_count()}  tables: {f['tables']}  files: {f['files']:,}  "
+    f = run(args.tables, args.files_per_table, args.workdir, args.repeat, args.shuffle_partitions, args.shape)
+    print(f"cores: {os.cpu_count()}  tables: {f['tables']}  files: {f['files']:,}  log shape: {f['shape']}  "
           f"(lake built in {f['build_s']:.0f} s, inventory in {f['inventory_s']:.0f} s)")
     print(f"shuffle partitions: {f['shuffle_partitions']}; best of {args.repeat} warm runs each")
     print(f"batch dry-run plan (this project)        {f['batch_dry_run_s']:7.1f} s  {f['candidates']:,} candidates")
@@ -206,8 +239,10 @@ def main() -> None:
           f"{f['delta_rs_candidates']:,} candidates")
     print(f"ratio (deltalake loop / batch)           {f['speedup']:7.2f}")
     print(f"chargeback of the whole lake             {f['chargeback_s']:7.1f} s  (reclaimable = candidates)")
-    print(f"on S3 (computed): a listing vacuum reads >= {f['s3_list_pages_listing_vacuum']:,} ListObjectsV2 pages; "
-          f"the batch plan lists only the {f['s3_list_pages_batch']} _delta_log folders")
+    print(f"on S3, a model: + {S3_PAGE_S * 1000:.0f} ms per ListObjectsV2 page "
+          f"({f['s3_list_pages_listing_vacuum']:,} pages for the loop, {f['s3_list_pages_batch']:,} for the batch)")
+    print(f"  deltalake loop, S3 model                {f['s3_model_delta_rs_loop_s']:7.1f} s")
+    print(f"  batch dry-run plan, S3 model            {f['s3_model_batch_s']:7.1f} s")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from lakeio.times import MS_PER_HOUR, iso_utc
 from vacuum_jobs import gates
 from vacuum_jobs.log_replay import Replay, replay_logs
 from vacuum_jobs.log_segment import log_segments
-from vacuum_jobs.plan import TablePolicy, classify, policy_frame
+from vacuum_jobs.plan import TablePolicy, classify, hidden_patterns, policy_frame
 from vacuum_jobs.ownership import with_owner
 from vacuum_jobs.targets import delta_roots
 
@@ -259,11 +259,8 @@ class Chargeback:
             roots = delta_roots(current)
             self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
             replay = self._replay_logs(roots, result)
-            try:
-                policies = self._policies(replay, result, now_ms)
-                result.cells = self._split(rows, roots, policies, replay)
-            finally:
-                replay.release()
+            policies = self._policies(replay, result, now_ms)
+            result.cells = self._split(rows, roots, policies, replay)
             result.bucket_totals = self._bucket_totals(rows)
         finally:
             rows.unpersist()
@@ -322,7 +319,7 @@ class Chargeback:
             .when(F.col("category") == "candidate", "reclaimable")
             .otherwise("other")
         )
-        split = classify(owned, files).select(
+        split = classify(owned, files, hidden_patterns(policies)).select(
             "bucket", "table_root", category.alias("charge_category"),
             F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS)).alias("storage_class"), "length")
         cells = []

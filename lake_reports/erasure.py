@@ -173,12 +173,9 @@ class ErasureEvidence:
         questions = self._questions(paths, commits, sorted(set(known_roots) | set(scope)), report)
         roots = sorted(set(scope) | {q.table for q in questions if q.table})
         replay = self._replay_logs(roots)
-        try:
-            tables = self._tables(roots, replay, audit, now_ms)
-            report.tables = [tables[r] for r in scope]
-            report.answers = self._answers(questions, tables, replay, audit, inventory, inventory_date, now_ms)
-        finally:
-            replay.release()
+        tables = self._tables(roots, replay, audit, now_ms)
+        report.tables = [tables[r] for r in scope]
+        report.answers = self._answers(questions, tables, replay, audit, inventory, inventory_date, now_ms)
         return report
 
     def _read_audit(self) -> DataFrame:

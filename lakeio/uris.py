@@ -92,13 +92,20 @@ def decode_log_path(path: str) -> str:
 # Spark column twins of the functions above, for paths that live in DataFrames.
 
 def canonical_col(column):
-    """Spark expression equal to :func:`canonical` for URIs that carry a scheme."""
+    """Spark expression equal to :func:`canonical` for URIs that carry a scheme.
+
+    String functions first; a regular expression runs only on the rows that need one
+    (a ``file:`` URI not spelled ``file:///``, a trailing slash), since this runs on
+    every inventory row.
+    """
     from pyspark.sql import functions as F
 
-    scheme = F.lower(F.regexp_extract(column, r"^([A-Za-z][A-Za-z0-9+.\-]*):", 1))
-    rest = F.regexp_replace(column, r"^[A-Za-z][A-Za-z0-9+.\-]*:", "")
+    spelled = F.substring_index(column, ":", 1)
+    scheme = F.lower(spelled)
+    rest = column.substr(F.length(spelled) + 2, F.lit(1 << 30))
     folded = F.when(scheme.isin(*_S3_ALIASES), F.lit("s3")).otherwise(scheme)
-    rest = F.when(scheme == "file", F.regexp_replace(rest, r"^/*", "///")).otherwise(rest)
+    three_slashes = rest.startswith("///") & ~rest.startswith("////")
+    rest = F.when((scheme == "file") & ~three_slashes, F.regexp_replace(rest, r"^/*", "///")).otherwise(rest)
     rest = F.when(rest.endswith("/") & (rest != "///"), F.regexp_replace(rest, r"/+$", "")).otherwise(rest)
     return F.concat(folded, F.lit(":"), rest)
 

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from tests.conftest import GOLDEN
 from vacuum_jobs.gates import parse_interval_hours
-from vacuum_jobs.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, z85_decode
+from vacuum_jobs.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, hidden_pattern, z85_decode
 
 
 def test_z85_matches_the_golden_deletion_vector_files():
@@ -61,8 +61,8 @@ def test_spark_twin_of_the_dv_name_agrees_with_python(spark):
     ("p=metadata/x.parquet", ["p"], ["metadata"], False),
 ])
 def test_hidden_rule_applies_to_every_segment(spark, path, partitions, names, expected):
-    row = spark.createDataFrame([(path, partitions, names)], "rel string, parts array<string>, names array<string>").select(
-        hidden(F.col("rel"), F.col("parts"), F.col("names")).alias("h")).first()
+    row = spark.createDataFrame([(path,)], "rel string").select(
+        hidden(F.col("rel"), F.lit(0), [hidden_pattern(partitions, names)]).alias("h")).first()
     assert row["h"] is expected
 
 

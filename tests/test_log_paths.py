@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vacuum_jobs.log_paths import UnresolvablePath, resolve, with_resolved
+from pyspark.sql import functions as F
+
+from vacuum_jobs.log_paths import UnresolvablePath, is_plain, resolve, with_resolved
 
 CASES = [
     # (table root, path as the log spells it, the file it names or None when the table must be refused)
@@ -27,6 +29,13 @@ CASES = [
     ("s3://bkt/w/t", "./../t/./d", "s3://bkt/w/t/d"),
     ("s3://bkt/w/t", "s3://other/w/t/c", None),  # another bucket could be an access-point alias
     ("s3://bkt/w/t", "dbfs:/mnt/x", None),  # a mount could be this very bucket
+    # Plain relative paths take the short way; these sit at its edge.
+    ("s3://bkt/w/t", "p=1/part-0.snappy.parquet", "s3://bkt/w/t/p=1/part-0.snappy.parquet"),
+    ("s3://bkt/w/t", "a./b", "s3://bkt/w/t/a./b"),
+    ("s3://bkt/w/t", "p/..", "s3://bkt/w/t"),
+    ("s3://bkt/w/t", "x/", "s3://bkt/w/t/x"),
+    ("s3://bkt", "y", "s3://bkt/y"),  # a table at the bucket root
+    ("file:///", "z", "file:///z"),
 ]
 
 
@@ -48,3 +57,12 @@ def test_spark_twin_agrees_and_names_the_problem(spark):
         if expected is None:
             assert row["path_problem"].startswith(f"'{log_path}': ")
     assert rows[-1]["path_problem"] is None  # no path (an inline deletion vector): nothing to resolve
+
+
+def test_a_plain_path_is_the_root_and_the_path_as_written(spark):
+    frame = spark.createDataFrame([(r, p) for r, p, _ in CASES], "root string, p string")
+    plain = [(r["root"], r["p"]) for r in frame.where(is_plain(F.col("root"), F.col("p"))).collect()]
+    assert ("s3://bkt/w/t", "p=1/part-0.snappy.parquet") in plain
+    assert ("file:///", "z") not in plain and ("file:///tmp/t", "./x") not in plain
+    for root, log_path in plain:
+        assert resolve(root, log_path) == f"{root}/{log_path}"

@@ -30,3 +30,11 @@ def test_log_paths_are_decoded():
 def test_empty_path_is_refused():
     with pytest.raises(ValueError):
         uris.to_uri("  ")
+
+
+def test_spark_canonical_agrees_with_python(spark):
+    spellings = ["s3://b/k", "s3a://b/t/", "S3N://b/t//", "gs://b/a:b/c", "file:/tmp/a b", "file:///tmp/x/",
+                 "file:////tmp/y", "file://tmp/z", "file:///", "hdfs://nn:8020/w/t/p=1/"]
+    frame = spark.createDataFrame([(s,) for s in spellings], "uri string")
+    assert [r[0] for r in frame.select(uris.canonical_col(frame["uri"])).collect()] == [
+        uris.canonical(s) for s in spellings]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -69,38 +70,43 @@ def dv_relative_path_col(path_or_inline: Column) -> Column:
     return F.when(valid, F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name)))
 
 
+def needed() -> Column:
+    """An action row (with its table's ``cutoff_ms``) whose files the table still needs: an add,
+    or a tombstone not older than the cutoff (one of unknown age is kept)."""
+    deleted = F.col("deletion_timestamp")
+    return (F.col("kind") == "add") | deleted.isNull() | (deleted >= F.col("cutoff_ms"))
+
+
 def keep_set(files: DataFrame) -> DataFrame:
     """``(table_root, path, live)`` of every data or deletion-vector file the tables still need;
     ``live`` when the current snapshot needs it, false when only a kept tombstone does.
 
     ``files`` are reconciled actions (see log_replay) with their table's ``cutoff_ms``.
     """
-    needed = files.where(
-        (F.col("kind") == "add")
-        | F.col("deletion_timestamp").isNull()  # a tombstone of unknown age is kept
-        | (F.col("deletion_timestamp") >= F.col("cutoff_ms"))
-    ).withColumn("live", F.col("kind") == "add")
-    data = needed.select("table_root", "path", "live")
-    vectors = needed.where(F.col("dv_path").isNotNull()).select("table_root", F.col("dv_path").alias("path"), "live")
+    kept = files.where(needed()).withColumn("live", F.col("kind") == "add")
+    data = kept.select("table_root", "path", "live")
+    vectors = kept.where(F.col("dv_path").isNotNull()).select("table_root", F.col("dv_path").alias("path"), "live")
     return data.unionByName(vectors).groupBy("table_root", "path").agg(F.max("live").alias("live"))
 
 
-def hidden(relative_path: Column, partition_columns: Column, hidden_names: Column) -> Column:
-    """True when any segment of the path below the root is hidden (and not exempt), or is
-    one of the table's ``hidden_names`` (UniForm's metadata folder, at any depth).
+def hidden_pattern(partition_names: Sequence[str], hidden_names: Sequence[str]) -> str:
+    """The regular expression (Java's dialect) that finds, in a path relative to a table root, a
+    segment that is hidden (``_x`` or ``.x``, not exempt, not a partition folder of a column
+    whose own name starts so) or named as one of ``hidden_names`` (UniForm's metadata folder).
 
-    A regular expression settles almost every row; only rows that look hidden in a table
-    with a partition column starting with ``_`` or ``.`` get the segment-by-segment check.
-    """
+    One literal pattern per kind of table, so that Spark compiles it once and the check stays
+    in its generated code."""
     exempt = "|".join(re.escape(name) for name in NOT_HIDDEN)
-    looks_hidden = relative_path.rlike(f"(^|/)(?!({exempt})(/|$))[_.]")
-    odd_partitions = F.exists(partition_columns, lambda col: col.startswith("_") | col.startswith("."))
-    precise = F.exists(
-        F.split(relative_path, "/"),
-        lambda seg: (seg.startswith("_") | seg.startswith("."))
-        & ~seg.isin(*NOT_HIDDEN)
-        & ~F.exists(partition_columns, lambda col: seg.startswith(F.concat(col, F.lit("=")))),
-    )
-    by_name = F.when(F.size(hidden_names) > 0,
-                     F.exists(F.split(relative_path, "/"), lambda seg: F.array_contains(hidden_names, seg)))
-    return (looks_hidden & F.when(odd_partitions, precise).otherwise(F.lit(True))) | F.coalesce(by_name, F.lit(False))
+    odd = [re.escape(name) for name in partition_names if name.startswith(("_", "."))]
+    pattern = f"(^|/)(?!({exempt})(/|$))" + (f"(?!({'|'.join(odd)})=)" if odd else "") + "[_.]"
+    if hidden_names:
+        pattern += f"|(^|/)({'|'.join(re.escape(name) for name in hidden_names)})(/|$)"
+    return pattern
+
+
+def hidden(relative_path: Column, rule: Column, patterns: Sequence[str]) -> Column:
+    """True when ``relative_path`` is hidden under ``patterns[rule]`` (see :func:`hidden_pattern`)."""
+    check = F.when(rule == 0, relative_path.rlike(patterns[0])) if patterns else F.lit(None).cast("boolean")
+    for i, pattern in enumerate(patterns[1:], 1):
+        check = check.when(rule == i, relative_path.rlike(pattern))
+    return check

@@ -1,8 +1,9 @@
 """Replaying the ``_delta_log`` of many tables at once on Spark.
 
-All tables' JSON commits are read in one job and all their checkpoint Parquet in
-another (v2 sidecars in a third), then reconciled per PROTOCOL.md "Action
-Reconciliation": for each (table, path, deletion vector id) the newest action wins.
+One small Spark job reads every log file of every table (JSON commits and checkpoint
+Parquet; v2 sidecars in a second) for what describes each table; the add and remove
+actions stay lazy, to be reconciled per PROTOCOL.md "Action Reconciliation" inside the
+caller's own pass: for each (table, path, deletion vector id) the newest action wins.
 
 Log reads are exact or the table is refused: paths are read literally (no globbing),
 corrupt or missing files are never skipped whatever the cluster sets, every checkpoint
@@ -16,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 from lakeio import uris
 from lakeio.text import first_line
 from vacuum_jobs.keep import dv_relative_path_col
-from vacuum_jobs.log_paths import with_resolved
+from vacuum_jobs.log_paths import is_plain, with_resolved
 from vacuum_jobs.log_segment import LogSegment
 
 KNOWN_DV_STORAGE_TYPES = ("u", "p", "i")  # PROTOCOL.md "Deletion Vector Descriptor Schema"
@@ -70,7 +70,6 @@ ACTIONS_SCHEMA = StructType([
     ])),
     StructField("sidecar", StructType([StructField("path", StringType())])),
 ])
-_JSON_SCHEMA = StructType(ACTIONS_SCHEMA.fields + [StructField("_corrupt_record", StringType())])
 
 
 @dataclass(frozen=True)
@@ -92,12 +91,7 @@ class TableState:
 class Replay:
     states: dict[str, TableState]  # by canonical table root
     failures: dict[str, str]  # canonical table root -> why its log could not be read
-    files: DataFrame  # reconciled file actions of the readable tables (see _file_actions)
-    cached: tuple[DataFrame, ...] = ()
-
-    def release(self) -> None:
-        for frame in self.cached:
-            frame.unpersist()
+    files: DataFrame  # reconciled file actions of the readable tables (see _file_actions); not cached
 
 
 # Delta never lets a cluster's spark.sql.files.ignoreCorruptFiles / ignoreMissingFiles skip a
@@ -105,154 +99,147 @@ class Replay:
 _EXACT_READ = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
 
 
-def replay_logs(spark: SparkSession, segments: list[LogSegment]) -> Replay:
-    """Reconcile the logs of ``segments``; tables whose files cannot be read, or whose actions
-    name files we cannot resolve, land in ``failures``."""
+def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bool = True) -> Replay:
+    """Reconcile the logs of ``segments``; tables whose files cannot be read land in ``failures``.
+
+    One small Spark job reads every log file for what describes the table (protocol,
+    metaData, sidecars, malformed lines, rows per file); ``files`` reads them again, lazily,
+    for the add and remove actions. With ``check_paths``, one more job moves the tables
+    whose actions name files we cannot resolve into ``failures``; without it ``files``
+    keeps a ``problem`` column for the caller to fold into its own pass.
+    """
     failures: dict[str, str] = {}
-    cached: list[DataFrame] = []
-
-    def read(some: list[LogSegment]) -> DataFrame:
-        """Read, cache and materialize; a read that fails leaves nothing cached behind."""
-        frame = None
-        try:
-            frame, catalog = _read_actions(spark, some)
-            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-            problems = _read_problems(frame, catalog)  # materializes the cache: read errors surface here
-        except Exception:
-            if frame is not None:
-                frame.unpersist()
-            raise
-        cached.append(frame)
-        failures.update(problems)
-        return frame
-
     try:
-        actions = read(segments)
+        catalog = _summarized(spark, segments)
     except Exception:
-        readable = []
-        for segment in segments:
+        catalog = []
+        for segment in segments:  # one broken log only fails its own table
             try:
-                readable.append(read([segment]))
+                catalog += _summarized(spark, [segment])
             except Exception as exc:
                 failures[uris.canonical(segment.table_root)] = f"cannot read a log file: {first_line(exc)}"
-        if not readable:
-            return Replay({}, failures, spark.createDataFrame([], _FILES_SCHEMA))
-        actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), readable)
-    if failures:
-        actions = actions.where(~F.col("table_root").isin(list(failures)))
-    files = _file_actions(actions).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(files)
-    failures.update(_log_problems(files))
+    failures.update(_read_problems(catalog))
+    catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
-    states = _table_states(actions, segments)
-    trusted = files.where(~F.col("table_root").isin(list(failures))) if failures else files
-    return Replay(states, failures, trusted.drop("problem"), tuple(cached))
+    files = _file_actions(_actions(spark, catalog)) if catalog else spark.createDataFrame([], _FILES_SCHEMA)
+    if check_paths:
+        failures.update(_log_problems(files))
+        segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
+        files = files.where(~F.col("table_root").isin(list(failures))).drop("problem") if failures else files.drop("problem")
+    return Replay(_table_states(catalog, segments), failures, files)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _LogFile:
-    """One file of a segment, numbered so that every action row can say where it came from."""
+    """One file of a segment, with what the summary pass found in it."""
 
-    file_id: int
     uri: str
-    segment: LogSegment
+    table_root: str  # canonical
     version: int
     needs_rows: bool  # checkpoint parts and sidecars always hold actions: none read means it was skipped
+    is_json: bool
+    spelling: str | None = None  # Spark's own ``_metadata.file_path`` for it
+    rows: int = 0
+    corrupt: int = 0
+    protocol: object = None
+    metadata: object = None
+    sidecars: tuple[str, ...] = ()  # as a v2 checkpoint names them
 
 
-def _read_actions(spark: SparkSession, segments: list[LogSegment]) -> tuple[DataFrame, list[_LogFile]]:
-    """Every action of every segment with (table_root, version, file_id) of the file it came from."""
-    json_files = [(s, v, uri, False) for s in segments for v, uri in s.commits]
-    json_files += [(s, s.checkpoint_version, uri, True) for s in segments for uri in s.checkpoint_json]
-    parquet_files = [(s, s.checkpoint_version, uri, True) for s in segments for uri in s.checkpoint_parquet]
-    catalog: list[_LogFile] = []
-    frames = []
-    if json_files:
-        frames.append(_tagged(spark, catalog, json_files, _reader(spark, _JSON_SCHEMA).option("mode", "PERMISSIVE")
-                              .json([uris.literal(uri) for _, _, uri, _ in json_files])))
-    if parquet_files:
-        frames.append(_tagged(spark, catalog, parquet_files, _reader(spark, ACTIONS_SCHEMA)
-                              .parquet(*[uris.literal(uri) for _, _, uri, _ in parquet_files])))
-    actions = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    sidecars = _sidecar_files(actions, segments)
-    if sidecars:
-        sidecar_actions = _tagged(spark, catalog, sidecars, _reader(spark, ACTIONS_SCHEMA)
-                                  .parquet(*[uris.literal(uri) for _, _, uri, _ in sidecars]))
-        actions = actions.unionByName(sidecar_actions, allowMissingColumns=True)
-    return actions, catalog
-
-
-def _reader(spark: SparkSession, schema: StructType):
-    return spark.read.schema(schema).options(**_EXACT_READ)
-
-
-def _tagged(spark: SparkSession, catalog: list[_LogFile], files: list, frame: DataFrame) -> DataFrame:
-    """Join each action row to the table, version and file id of the log file it was read from."""
-    added = [_LogFile(len(catalog) + i, uri, s, int(v), needs_rows) for i, (s, v, uri, needs_rows) in enumerate(files)]
-    catalog.extend(added)
-    lookup = spark.createDataFrame(
-        [(uris.canonical(f.uri), uris.canonical(f.segment.table_root), f.version, f.file_id) for f in added],
-        "file string, table_root string, version long, file_id int",
-    )
-    source = uris.canonical_col(uris.decode_log_path_col(F.col("_metadata.file_path")))
-    return frame.withColumn("file", source).join(F.broadcast(lookup), "file").drop("file")
-
-
-def _sidecar_files(actions: DataFrame, segments: list[LogSegment]) -> list:
-    """v2 checkpoints name their sidecars; those files hold the checkpoint's add and remove actions."""
-    v2 = [s for s in segments if s.checkpoint_json or (s.checkpoint_parquet and len(s.checkpoint_parquet) == 1)]
-    if not v2:
-        return []
-    by_root = {uris.canonical(s.table_root): s for s in v2}
-    rows = (
-        actions.where(F.col("sidecar.path").isNotNull() & F.col("table_root").isin(list(by_root)))
-        .select("table_root", "version", "sidecar.path").distinct().collect()
-    )
+def _log_files(segments: list[LogSegment]) -> list[_LogFile]:
     found = []
-    for row in rows:
-        segment = by_root[row["table_root"]]
-        relative = uris.decode_log_path(row["path"])
-        uri = relative if uris.scheme_of(relative) else uris.join(segment.table_root, "_delta_log", "_sidecars", relative)
-        found.append((segment, row["version"], uri, True))
+    for s in segments:
+        root = uris.canonical(s.table_root)
+        found += [_LogFile(uri, root, v, False, True) for v, uri in s.commits]
+        found += [_LogFile(uri, root, s.checkpoint_version, True, True) for uri in s.checkpoint_json]
+        found += [_LogFile(uri, root, s.checkpoint_version, True, False) for uri in s.checkpoint_parquet]
     return found
 
 
-def _read_problems(actions: DataFrame, catalog: list[_LogFile]) -> dict[str, str]:
+def _summarized(spark: SparkSession, segments: list[LogSegment]) -> list[_LogFile]:
+    """Every log file of ``segments`` (v2 sidecars included) with what it says about its table,
+    in one Spark job (two when there are sidecars). Read errors surface here."""
+    catalog = _log_files(segments)
+    if not catalog:
+        return []
+    catalog = _summarize(spark, catalog)
+    by_root = {uris.canonical(s.table_root): s for s in segments}
+    sidecars = []
+    for log_file in catalog:
+        for relative in dict.fromkeys(log_file.sidecars):
+            segment = by_root[log_file.table_root]
+            path = uris.decode_log_path(relative)
+            uri = path if uris.scheme_of(path) else uris.join(segment.table_root, "_delta_log", "_sidecars", path)
+            sidecars.append(_LogFile(uri, log_file.table_root, log_file.version, True, False))
+    return catalog + (_summarize(spark, sidecars) if sidecars else [])
+
+
+def _reads(spark: SparkSession, log_files: list[_LogFile], schema: StructType) -> list[DataFrame]:
+    """The JSON and the Parquet files of ``log_files``, read exactly, each row with its file's spelling."""
+    frames = []
+    json_files = [uris.literal(f.uri) for f in log_files if f.is_json]
+    parquet_files = [uris.literal(f.uri) for f in log_files if not f.is_json]
+    reader = spark.read.options(**_EXACT_READ)
+    if json_files:
+        frames.append(reader.schema(StructType(schema.fields + [StructField("_corrupt_record", StringType())]))
+                      .option("mode", "PERMISSIVE").json(json_files))
+    if parquet_files:
+        frames.append(reader.schema(schema).parquet(*parquet_files).withColumn(
+            "_corrupt_record", F.lit(None).cast("string")))
+    return [f.withColumn("file", F.col("_metadata.file_path")) for f in frames]
+
+
+def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]:
+    """Fill in each file's rows, malformed lines, protocol, metaData and sidecars. The add and
+    remove paths are counted too, so that every column the replay reads later is read here.
+
+    Counts come from a hashed aggregation; the few rows that describe the table are
+    collected as they are (an aggregate of those wide values would sort every action)."""
+    described = F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("sidecar").isNotNull()
+    parts = []
+    for frame in _reads(spark, log_files, ACTIONS_SCHEMA):
+        parts.append(frame.groupBy("file").agg(
+            F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
+            F.count("add.path").alias("adds"), F.count("remove.path").alias("removes")))
+        parts.append(frame.where(described).select("file", "protocol", "metaData", F.col("sidecar.path").alias("sidecar")))
+    summary = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    by_uri = {uris.canonical(f.uri): f for f in log_files}
+    for row in summary.collect():
+        log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
+        log_file.spelling = row["file"]
+        if row["rows"] is not None:
+            log_file.rows, log_file.corrupt = row["rows"], row["corrupt"]
+        log_file.protocol = log_file.protocol or row["protocol"]
+        log_file.metadata = log_file.metadata or row["metaData"]
+        if row["sidecar"] is not None:
+            log_file.sidecars += (row["sidecar"],)
+    return log_files
+
+
+def _read_problems(catalog: list[_LogFile]) -> dict[str, str]:
     """Malformed JSON lines, and checkpoint parts or sidecars that yielded no action (skipped,
-    whatever the reason), by table. One pass over the actions, which materializes their cache."""
-    corrupt = F.col("_corrupt_record").isNotNull() if "_corrupt_record" in actions.columns else F.lit(False)
-    seen = {row["file_id"]: row for row in actions.groupBy("file_id").agg(
-        F.count(F.lit(1)).alias("rows"), F.count(F.when(corrupt, 1)).alias("corrupt")).collect()}
+    whatever the reason), by table."""
     problems: dict[str, str] = {}
     for log_file in catalog:
-        root = uris.canonical(log_file.segment.table_root)
-        row = seen.get(log_file.file_id)
-        if row is not None and row["corrupt"]:
-            problems.setdefault(root, f"malformed JSON line in {log_file.uri}")
-        elif row is None and log_file.needs_rows:
-            problems.setdefault(root, f"{log_file.uri}: no actions read from this checkpoint file")
+        if log_file.corrupt:
+            problems.setdefault(log_file.table_root, f"malformed JSON line in {log_file.uri}")
+        elif log_file.spelling is None and log_file.needs_rows:
+            problems.setdefault(log_file.table_root, f"{log_file.uri}: no actions read from this checkpoint file")
     return problems
 
 
-def _table_states(actions: DataFrame, segments: list[LogSegment]) -> dict[str, TableState]:
+def _table_states(catalog: list[_LogFile], segments: list[LogSegment]) -> dict[str, TableState]:
     """Newest protocol and metaData per table (each is replaced whole by a newer one)."""
-    newest = Window.partitionBy("table_root", "kind").orderBy(F.col("version").desc())
-    picked = (
-        actions.where(F.col("protocol").isNotNull() | F.col("metaData").isNotNull())
-        .withColumn("kind", F.when(F.col("protocol").isNotNull(), "protocol").otherwise("metaData"))
-        .withColumn("rank", F.row_number().over(newest))
-        .where("rank = 1")
-        .select("table_root", "kind", "protocol", "metaData")
-        .collect()
-    )
-    by_root: dict[str, dict] = {}
-    for row in picked:
-        by_root.setdefault(row["table_root"], {})[row["kind"]] = row[row["kind"]]
+    newest: dict[tuple[str, str], tuple[int, object]] = {}
+    for f in catalog:
+        for kind, action in (("protocol", f.protocol), ("metaData", f.metadata)):
+            if action is not None and newest.get((f.table_root, kind), (-1,))[0] < f.version:
+                newest[(f.table_root, kind)] = (f.version, action)
     states = {}
     for segment in segments:
         root = uris.canonical(segment.table_root)
-        found = by_root.get(root, {})
-        protocol, metadata = found.get("protocol"), found.get("metaData")
+        protocol = newest.get((root, "protocol"), (None, None))[1]
+        metadata = newest.get((root, "metaData"), (None, None))[1]
         states[root] = TableState(
             table_root=root,
             version=segment.version,
@@ -267,6 +254,20 @@ def _table_states(actions: DataFrame, segments: list[LogSegment]) -> dict[str, T
     return states
 
 
+_FILE_ACTIONS_SCHEMA = StructType([ACTIONS_SCHEMA["add"], ACTIONS_SCHEMA["remove"]])
+
+
+def _actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
+    """The add and remove actions of the summarized files, each with its table and version:
+    a broadcast lookup on Spark's own spelling of the file it came from."""
+    lookup = spark.createDataFrame(
+        [(f.spelling, f.table_root, f.version) for f in catalog if f.spelling is not None],
+        "file string, table_root string, version long")
+    frames = [frame.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select("file", "add", "remove")
+              for frame in _reads(spark, catalog, _FILE_ACTIONS_SCHEMA)]
+    return reduce(DataFrame.unionByName, frames).join(F.broadcast(lookup), "file").drop("file")
+
+
 _FILES_SCHEMA = StructType([
     StructField("table_root", StringType()),
     StructField("kind", StringType()),
@@ -277,6 +278,7 @@ _FILES_SCHEMA = StructType([
     StructField("dv_storage_type", StringType()),
     StructField("dv_path", StringType()),
     StructField("dv_cardinality", LongType()),
+    StructField("problem", StringType()),
 ])
 
 
@@ -285,44 +287,62 @@ def _file_actions(actions: DataFrame) -> DataFrame:
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
     a file it names cannot be resolved, or null."""
 
-    def side(kind: str) -> DataFrame:
-        a = F.col(kind)
-        return actions.where(a.isNotNull()).select(
-            "table_root", "version", F.lit(kind).alias("kind"),
-            a["path"].alias("raw_path"), a["size"].alias("size"),
-            (a["modificationTime"] if kind == "add" else F.lit(None).cast("long")).alias("modification_time"),
-            (a["deletionTimestamp"] if kind == "remove" else F.lit(None).cast("long")).alias("deletion_timestamp"),
-            a["deletionVector"]["storageType"].alias("dv_storage_type"),
-            a["deletionVector"]["pathOrInlineDv"].alias("dv_path_or_inline"),
-            a["deletionVector"]["offset"].alias("dv_offset"),
-            a["deletionVector"]["cardinality"].alias("dv_cardinality"),
-        )
+    add, remove = F.col("add"), F.col("remove")
+    is_add = add.isNotNull()  # one action per row; like Delta, an add wins over a remove on a malformed one
 
-    both = side("add").unionByName(side("remove"))
-    dv_id = F.concat_ws("|", "dv_storage_type", "dv_path_or_inline", F.col("dv_offset").cast("string"))
-    newest = Window.partitionBy("table_root", "raw_path", "dv_id").orderBy(
-        F.col("version").desc(), F.when(F.col("kind") == "add", 0).otherwise(1))
-    winners = both.withColumn("dv_id", dv_id).withColumn("rank", F.row_number().over(newest)).where("rank = 1")
+    def field(name: str) -> Column:
+        return F.when(is_add, add[name]).otherwise(remove[name])
+
+    both = actions.select(
+        "table_root", "version", F.when(is_add, "add").otherwise("remove").alias("kind"),
+        field("path").alias("raw_path"), field("size").alias("size"),
+        add["modificationTime"].alias("modification_time"), remove["deletionTimestamp"].alias("deletion_timestamp"),
+        *[field("deletionVector")[name].alias(alias) for name, alias in (
+            ("storageType", "dv_storage_type"), ("pathOrInlineDv", "dv_path_or_inline"), ("offset", "dv_offset"),
+            ("cardinality", "dv_cardinality"))],
+    )
+    # The newest version wins; within one version an add beats a remove. Folded into one
+    # number so that every aggregate keeps a fixed-width buffer (Spark hashes those; a
+    # string or struct buffer makes it sort every action instead).
+    order = F.col("version") * 2 + (F.col("kind") == "add").cast("long")
+    key = ["table_root", "raw_path", "dv_storage_type", "dv_path_or_inline", "dv_offset"]
+    winners = both.groupBy(*key).agg(
+        F.max(order).alias("order"),
+        *[F.max_by(name, order).alias(name) for name in ("size", "modification_time", "deletion_timestamp",
+                                                         "dv_cardinality")],
+    ).select(*key, "size", "modification_time", "deletion_timestamp", "dv_cardinality",
+             F.floor(F.col("order") / 2).alias("version"),
+             F.when(F.col("order") % 2 == 1, "add").otherwise("remove").alias("kind"))
+    dv_type = F.col("dv_storage_type")
+    columns = ["table_root", "kind", "path", "size", "modification_time", "deletion_timestamp",
+               "dv_storage_type", "dv_path", "dv_cardinality", "problem"]
+    # Nearly every action names a plain relative path and no deletion-vector file: those take a
+    # branch Spark compiles whole; the rest go through the full resolution.
+    plain = is_plain(F.col("table_root"), F.col("raw_path")) & (dv_type.isNull() | (dv_type == "i"))
+    simple = winners.where(plain).select(
+        "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"), F.lit(None).cast("string").alias("dv_path"),
+        F.lit(None).cast("string").alias("problem"))
+    return simple.select(columns).unionByName(_resolved(winners.where(~plain)).select(columns))
+
+
+def _resolved(winners: DataFrame) -> DataFrame:
+    """Winning actions with canonical file URIs resolved in full (see log_paths), or the problem."""
     dv_type, dv_text = F.col("dv_storage_type"), F.col("dv_path_or_inline")
     files = with_resolved(winners, "table_root", "raw_path", "path")
     files = with_resolved(files.withColumn("dv_absolute", F.when(dv_type == "p", dv_text)),
                           "table_root", "dv_absolute", "dv_absolute_path")
     files = files.withColumn("dv_path", F.when(dv_type == "u", F.concat(
         F.col("table_root"), F.lit("/"), dv_relative_path_col(dv_text))).when(dv_type == "p", F.col("dv_absolute_path")))
-    files = files.withColumn("problem", F.coalesce(
+    problem = F.coalesce(
         F.col("path_problem"),
         F.col("dv_absolute_path_problem"),
         F.when((dv_type == "u") & F.col("dv_path").isNull(),
                F.concat(F.lit("deletion vector id '"), dv_text, F.lit("' is not valid z85"))),
         F.when(~dv_type.isin(*KNOWN_DV_STORAGE_TYPES),
                F.concat(F.lit("unknown deletion vector storage type '"), dv_type, F.lit("'"))),
-    ))
-    return files.select(
-        "table_root", "kind", "path", "size", "modification_time", "deletion_timestamp",
-        "dv_storage_type", "dv_path", "dv_cardinality",
-        F.when(F.col("problem").isNotNull(), F.concat(
-            F.lit("version "), F.col("version").cast("string"), F.lit(": "), F.col("problem"))).alias("problem"),
     )
+    return files.withColumn("problem", F.when(problem.isNotNull(), F.concat(
+        F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem)))
 
 
 def _log_problems(files: DataFrame) -> dict[str, str]:

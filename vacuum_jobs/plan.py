@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from lakeio import uris
 from vacuum_jobs import gates
-from vacuum_jobs.keep import hidden, keep_set
+from vacuum_jobs.keep import hidden, hidden_pattern, keep_set, needed
 from vacuum_jobs.log_replay import TableState
 from vacuum_jobs.ownership import with_owner
 
@@ -37,6 +37,10 @@ class TablePolicy:
     def for_state(cls, state: TableState, cutoff_ms: int) -> TablePolicy:
         """The policy a table's own log implies; ValueError when it uses a UniForm format we do not know."""
         return cls(state.table_root, cutoff_ms, gates.partition_folder_names(state), gates.uniform_hidden_names(state))
+
+    @property
+    def hidden_pattern(self) -> str:
+        return hidden_pattern(self.partition_names, self.hidden_names)
 
 
 @dataclass
@@ -56,6 +60,7 @@ class TablePlan:
 class Plan:
     tables: dict[str, TablePlan]
     candidates: DataFrame  # table_root, path, length, modificationTime
+    refused: dict[str, str] = field(default_factory=dict)  # canonical root -> why its log cannot be trusted
     cached: tuple[DataFrame, ...] = ()
 
     def release(self) -> None:
@@ -63,91 +68,168 @@ class Plan:
             frame.unpersist()
 
 
+CATEGORIES = ("dir", "kept", "hidden", "too_recent", "candidate")
+
+
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
-    inventory_as_of_ms: int, other_roots: Iterable[str] = (),
+    inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False,
 ) -> Plan:
-    """Classify the current inventory rows owned by ``policies``' tables; ``other_roots`` are
-    every other Delta table root known (nested tables and neighbours own their own rows)."""
-    tables = policy_frame(spark, policies)
-    files = files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
-    rows = inventory.where(F.col("path").isNotNull()).select(
-        uris.canonical_col(F.col("path")).alias("path"), "length", "modificationTime", "isDir")
-    owned = with_owner(rows, [p.table_root for p in policies] + list(other_roots))
-    classified = (
-        classify(owned.join(F.broadcast(tables), "table_root"), files)
-        .select("table_root", "path", "length", "modificationTime", "category")
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    plans = {p.table_root: TablePlan() for p in policies}
-    for row in classified.groupBy("table_root", "category").agg(
-        F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
-    ).collect():
-        plans[row["table_root"]].counts[f"{row['category']}_files"] = row["n"]
-        plans[row["table_root"]].counts[f"{row['category']}_bytes"] = row["bytes"]
-    _log_counts(files, plans, inventory_as_of_ms)
-    _missing(files, classified, plans, inventory_as_of_ms)
-    candidates = classified.where(F.col("category") == "candidate").drop("category")
-    return Plan(plans, candidates, (classified,))
+    """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
+
+    ``inventory`` holds every row of one inventory date (all versions, every configuration:
+    ``path``, ``length``, ``isDir``, ``modificationTime``, ``is_latest``, ``is_delete_marker``);
+    ``files`` are reconciled log actions with their ``problem`` column (see
+    log_replay); ``other_roots`` are every other Delta table root known (nested tables and
+    neighbours own their own rows). The inventory rows and the log facts meet in one
+    aggregation per (table, path), and one aggregation per table yields every count. A table
+    whose log names a file we cannot resolve lands in ``refused``. With ``cache`` the
+    classified paths are kept for the deletes that follow; a dry run needs nothing cached.
+    """
+    tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
+    per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
+                         [p.table_root for p in policies] + list(other_roots), inventory_as_of_ms)
+    classified = per_path.join(F.broadcast(tables), "table_id").select(
+        "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
+            F.col("relative")).alias("path"),
+        F.when(F.col("present"), category(F.col("relative"), patterns)).alias("category"),
+    ).drop("hidden_rule", "cutoff_ms", "inside", "relative")
+    if cache:
+        classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
+    plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms)
+    refused = _unresolved(files, unresolved) if unresolved else {}
+    if any(plan.counts["missing_files"] for plan in plans.values()):
+        _missing_sample(classified, plans)
+    candidates = classified.where(F.col("category") == "candidate").select(
+        "table_root", "path", "length", "modificationTime")
+    return Plan(plans, candidates, refused, (classified,) if cache else ())
+
+
+def hidden_patterns(policies: list[TablePolicy]) -> list[str]:
+    """The distinct hidden-path patterns of ``policies`` (usually one): ``hidden_rule`` indexes it."""
+    return sorted({p.hidden_pattern for p in policies})
 
 
 def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
+    """``table_id`` (the index in ``policies``), ``table_root``, ``cutoff_ms`` and ``hidden_rule``
+    (see :func:`hidden_patterns`) per table."""
+    patterns = hidden_patterns(policies)
     return spark.createDataFrame(
-        [(p.table_root, p.cutoff_ms, list(p.partition_names), list(p.hidden_names)) for p in policies],
-        "table_root string, cutoff_ms long, partition_names array<string>, hidden_names array<string>",
+        [(i, p.table_root, p.cutoff_ms, patterns.index(p.hidden_pattern)) for i, p in enumerate(policies)],
+        "table_id int, table_root string, cutoff_ms long, hidden_rule int",
     )
 
 
-def classify(owned: DataFrame, files: DataFrame) -> DataFrame:
-    """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``partition_names``, ``hidden_names``, ...)
-    plus ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
-    relative = F.expr("substring(path, length(table_root) + 2)")
-    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
-        "category",
+def category(relative: Column, patterns: list[str]) -> Column:
+    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``modificationTime``
+    and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its path below the table root."""
+    return (
         F.when(F.col("isDir"), "dir")
         .when(F.col("live").isNotNull(), "kept")
-        .when(hidden(relative, F.col("partition_names"), F.col("hidden_names")), "hidden")
+        .when(hidden(relative, F.col("hidden_rule"), patterns), "hidden")
         .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")), "too_recent")
-        .otherwise("candidate"),
+        .otherwise("candidate")
     )
 
 
-def _inside_root() -> Column:
-    """A file the log names inside its own table; a shallow clone's files elsewhere are not
-    this table's to delete, nor to miss."""
-    return F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
+def classify(owned: DataFrame, files: DataFrame, patterns: list[str]) -> DataFrame:
+    """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
+    ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
+    relative = F.expr("substring(path, length(table_root) + 2)")
+    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
+        "category", category(relative, patterns))
 
 
-def _log_counts(files: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) -> None:
-    """Live files and kept tombstones per table, from the log alone."""
+def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int) -> DataFrame:
+    """One row per (table, path) that the inventory lists under a planned table or its log names:
+    the log's facts about it, and the inventory's newest row of it (``present`` when that row is
+    a current object). Two inventory configurations listing one object give one row.
+
+    ``tables`` maps ``table_root`` to ``table_id`` and ``cutoff_ms``; ``roots`` are every Delta
+    table root known. Rows are keyed by ``table_id``, ``inside`` (a shallow clone's files lie
+    outside its root) and ``relative`` (the path below the root, or the whole path outside it),
+    which keeps the shuffle narrow."""
+    inside = F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
+    relative = F.when(F.col("inside"), F.expr("substring(path, length(table_root) + 2)")).otherwise(F.col("path"))
     live = F.col("kind") == "add"
-    kept_tombstone = (F.col("kind") == "remove") & (
-        F.col("deletion_timestamp").isNull() | (F.col("deletion_timestamp") >= F.col("cutoff_ms")))
-    per_path = files.groupBy("table_root", "path").agg(
-        F.max(live).alias("live"), F.max(kept_tombstone).alias("tombstone"),
-        F.max("size").alias("size"), F.min("modification_time").alias("written"),
-        F.max(_inside_root()).alias("inside"),
+    # Each action names its data file and maybe a deletion-vector file: one pass emits both rows.
+    named = F.array(F.struct(F.col("path"), F.lit(True).alias("is_data")))
+    named = F.when(F.col("dv_path").isNotNull() & needed(), F.concat(named, F.array(
+        F.struct(F.col("dv_path").alias("path"), F.lit(False).alias("is_data"))))).otherwise(named)
+    actions = files.join(tables, "table_root").select("*", F.explode(named).alias("named")).drop("path").select(
+        "*", "named.*").withColumn("inside", inside)
+    data = F.col("is_data")
+    logged = actions.select(
+        "table_id", "inside", relative.alias("relative"), F.when(needed(), live).alias("keep_live"),
+        F.when(data, live).alias("log_live"),
+        F.when(data, ~live & needed()).alias("log_tombstone"), F.when(data, F.col("size")).alias("log_size"),
+        F.when(data, F.col("modification_time")).alias("log_written"), F.when(data, F.col("inside")).alias("log_inside"),
+        F.when(data, live & (F.col("modification_time") < as_of_ms) & F.col("inside")).alias("log_old_live"),
+        F.when(data, F.col("problem")).alias("problem"))
+    current = (F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+    # The newest row of the path wins (as in contract.one_row_per_object), a current version a
+    # tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
+    newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
+    listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
+        uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
+        current.alias("current"), newest.alias("newest"),
+    ), roots).join(tables, "table_root").select(
+        "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
+        "length", "isDir", "modificationTime", "current", "newest")
+    rows = logged.unionByName(listed, allowMissingColumns=True)
+    return rows.groupBy("table_id", "inside", "relative").agg(
+        F.max("keep_live").alias("live"), F.max("log_live").alias("log_live"),
+        F.max("log_tombstone").alias("log_tombstone"), F.max("log_size").alias("log_size"),
+        F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),
+        F.max("log_old_live").alias("log_old_live"), F.count("problem").alias("problems"),
+        F.coalesce(F.max_by("current", "newest"), F.lit(False)).alias("present"),
+        *[F.max_by(name, "newest").alias(name) for name in ("length", "isDir", "modificationTime")],
     )
-    for row in per_path.groupBy("table_root").agg(
-        F.count(F.when(F.col("live"), 1)).alias("live_files"),
-        F.coalesce(F.sum(F.when(F.col("live"), F.col("size"))), F.lit(0)).alias("live_bytes"),
-        F.count(F.when(~F.col("live") & F.col("tombstone"), 1)).alias("tombstone_files"),
-        F.coalesce(F.sum(F.when(~F.col("live") & F.col("tombstone"), F.col("size"))), F.lit(0)).alias("tombstone_bytes"),
-        F.count(F.when(F.col("live") & F.col("inside") & (F.col("written") < as_of_ms), 1)).alias("old_live"),
-    ).collect():
+
+
+def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: int
+                  ) -> tuple[dict[str, TablePlan], dict[str, str]]:
+    """Every count of the report, per table, in one aggregation."""
+    def files_and_bytes(name: str, condition: Column, size: str) -> list[Column]:
+        return [F.count(F.when(condition, 1)).alias(f"{name}_files"),
+                F.coalesce(F.sum(F.when(condition, F.col(size))), F.lit(0)).alias(f"{name}_bytes")]
+
+    log_live, tombstone = F.col("log_live"), F.col("log_tombstone")
+    counts = [c for name in CATEGORIES for c in files_and_bytes(name, F.col("category") == name, "length")]
+    counts += files_and_bytes("live", log_live, "log_size")
+    counts += files_and_bytes("tombstone", ~log_live & tombstone, "log_size")
+    counts += [
+        F.count(F.when(log_live & F.col("log_inside") & (F.col("log_written") < as_of_ms), 1)).alias("old_live"),
+        F.count(F.when(F.col("log_old_live") & ~F.col("present"), 1)).alias("missing_files"),
+        F.sum("problems").alias("problems"),
+    ]
+    plans = {p.table_root: TablePlan() for p in policies}
+    for p in plans.values():
+        p.counts["missing_files"] = 0
+    unresolved = {}
+    for row in classified.groupBy("table_root").agg(*counts).collect():
+        if row["problems"]:
+            unresolved[row["table_root"]] = row["problems"]
+            del plans[row["table_root"]]
+            continue
         plan = plans[row["table_root"]]
-        for name in ("live_files", "live_bytes", "tombstone_files", "tombstone_bytes"):
-            plan.counts[name] = row[name]
         plan.old_live_files = row["old_live"]
+        plan.counts.update({name: row[name] for name in row.asDict() if name.endswith(("_files", "_bytes"))})
+    return plans, unresolved
 
 
-def _missing(files: DataFrame, classified: DataFrame, plans: dict[str, TablePlan], as_of_ms: int) -> None:
-    """Live files written before the inventory was taken that the inventory does not list."""
-    old_live = files.where((F.col("kind") == "add") & (F.col("modification_time") < as_of_ms) & _inside_root()).select(
-        "table_root", "path").distinct()
-    missing = old_live.join(classified.select("table_root", "path"), ["table_root", "path"], "left_anti")
+def _unresolved(files: DataFrame, counted: dict[str, int]) -> dict[str, str]:
+    """Why each table in ``counted`` (root -> actions naming a file we cannot resolve) is refused, with an example."""
+    examples = files.where(F.col("problem").isNotNull() & F.col("table_root").isin(list(counted))).groupBy(
+        "table_root").agg(F.min("problem").alias("problem")).collect()
+    return {row["table_root"]: f"{counted[row['table_root']]} action(s) name a file that cannot be resolved, "
+                               f"e.g. {row['problem']}" for row in examples}
+
+
+def _missing_sample(classified: DataFrame, plans: dict[str, TablePlan]) -> None:
+    """The first live files written before the inventory was taken that it does not list."""
+    missing = classified.where(F.col("log_old_live") & ~F.col("present")).select("table_root", "path")
     first = Window.partitionBy("table_root").orderBy("path")
-    counted = missing.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("table_root")))
-    for row in counted.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MISSING_SAMPLE).collect():
-        plans[row["table_root"]].counts["missing_files"] = row["n"]
-        plans[row["table_root"]].missing.append(row["path"])
+    for row in missing.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MISSING_SAMPLE).collect():
+        if row["table_root"] in plans:
+            plans[row["table_root"]].missing.append(row["path"])

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from lakeio import uris
 from lakeio.storage import Storage
 from vacuum_jobs.keep import keep_set
-from vacuum_jobs.log_replay import Replay, replay_logs
+from vacuum_jobs.log_replay import replay_logs
 from vacuum_jobs.log_segment import LogSegment, log_segments
 
 _EVERY_TOMBSTONE = -(2 ** 63)  # a cutoff before every deletion: every action of the new commits counts
@@ -30,17 +30,12 @@ class Recheck:
     moved: dict[str, tuple[int, int]] = field(default_factory=dict)  # canonical root -> (planned, now)
     refused: dict[str, str] = field(default_factory=dict)  # canonical root -> why it must not delete now
     referenced: DataFrame | None = None  # (table_root, path) of every file the new commits name
-    replay: Replay | None = None
 
     def without_referenced(self, candidates: DataFrame) -> DataFrame:
         """``candidates`` (table_root, path, ...) minus the files the new commits name."""
         if self.referenced is None:
             return candidates
         return candidates.join(self.referenced, ["table_root", "path"], "left_anti")
-
-    def release(self) -> None:
-        if self.replay is not None:
-            self.replay.release()
 
 
 def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int]) -> Recheck:
@@ -64,12 +59,12 @@ def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int])
         since.append(LogSegment(segment.table_root, segment.version, commits=new_commits))
     if not since:
         return result
-    result.replay = replay_logs(spark, since)
-    for root, reason in result.replay.failures.items():
+    replay = replay_logs(spark, since)
+    for root, reason in replay.failures.items():
         result.refused[root] = f"commits since planning cannot be read: {reason}"
-    for root, state in result.replay.states.items():
+    for root, state in replay.states.items():
         if state.min_reader_version is not None or state.schema_string is not None:
             result.refused[root] = "protocol or metadata changed since planning: vacuum it in the next run"
-    result.referenced = keep_set(result.replay.files.withColumn("cutoff_ms", F.lit(_EVERY_TOMBSTONE))).select(
+    result.referenced = keep_set(replay.files.withColumn("cutoff_ms", F.lit(_EVERY_TOMBSTONE))).select(
         "table_root", "path")
     return result

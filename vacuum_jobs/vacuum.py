@@ -16,9 +16,9 @@ from datetime import date
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
+from inventory_etl.contract import PARTITION_COLUMNS, current_objects
 from lakeio import uris
-from lakeio.delta_read import TableNotFound, partition_values
+from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
@@ -71,7 +71,7 @@ class BatchVacuum:
             run.tables = [TableReport(t.table_root, "refused", str(refusal)) for t in targets or []]
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
-        all_roots = delta_roots(inventory.current)
+        all_roots = delta_roots(current_objects(inventory.rows))
         targets = targets if targets is not None else discovered(all_roots, include, exclude)
         reports = {uris.canonical(t.table_root): TableReport(t.table_root) for t in targets}
         run.tables = list(reports.values())
@@ -79,17 +79,14 @@ class BatchVacuum:
         segments = self._find_log_segments(runnable, reports)
         replay = self._replay_logs(segments, reports)
         outcomes = None
-        try:
-            policies = self._apply_gates(runnable, replay, reports, now_ms)
-            if policies:
-                plan = self._plan(inventory, replay, policies, reports, all_roots)
-                try:
-                    self._check_plan(plan, reports)
-                    outcomes = self._delete(plan, reports, inventory)
-                finally:
-                    plan.release()
-        finally:
-            replay.release()
+        policies = self._apply_gates(runnable, replay, reports, now_ms)
+        if policies:
+            plan = self._plan(inventory, replay, policies, reports, all_roots)
+            try:
+                self._check_plan(plan, reports)
+                outcomes = self._delete(plan, reports, inventory)
+            finally:
+                plan.release()
         if self.options.audit_table:
             self.progress(f"recording {self.options.audit_table}")
             write_audit(self.spark, self.options.audit_table, run, now_ms, outcomes)
@@ -113,9 +110,8 @@ class BatchVacuum:
             raise _RunRefused(f"inventory of {day} is {age_hours:.0f} h old, more than "
                               f"--max-inventory-age-hours {self.options.max_inventory_age_hours:g}")
         self.progress(f"inventory {table} as of {day}")
-        rows = read_inventory(self.spark, table, day)
-        current = current_objects(rows)
-        return _Inventory(rows, current, as_of_ms)
+        # Every row of the date: the plan picks one row per object itself, in its own pass.
+        return _Inventory(read_delta(self.spark, table, {PARTITION_COLUMNS[0]: day}), as_of_ms)
 
     def _skip_disabled(self, targets: list[TableTarget], reports: dict[str, TableReport]) -> list[TableTarget]:
         runnable = []
@@ -138,7 +134,7 @@ class BatchVacuum:
 
     def _replay_logs(self, segments: list[LogSegment], reports: dict[str, TableReport]) -> Replay:
         self.progress(f"replaying {len(segments)} log(s) on Spark")
-        replay = replay_logs(self.spark, segments)
+        replay = replay_logs(self.spark, segments, check_paths=False)  # the plan checks them in its pass
         for root, reason in replay.failures.items():
             _set(reports, root, "refused", f"unreadable log: {reason}")
         return replay
@@ -183,7 +179,11 @@ class BatchVacuum:
 
     def _plan(self, inventory: _Inventory, replay, policies, reports, all_roots: list[str]) -> Plan:
         self.progress(f"planning {len(policies)} table(s) against the inventory")
-        plan = plan_tables(self.spark, inventory.current, replay.files, policies, inventory.as_of_ms, all_roots)
+        deleting = any(not reports[p.table_root].dry_run for p in policies)
+        plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, all_roots,
+                           cache=deleting)
+        for root, reason in plan.refused.items():
+            _set(reports, root, "refused", f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
             report = reports[root]
             report.counts.update(table_plan.counts)
@@ -205,10 +205,7 @@ class BatchVacuum:
         the outcomes per file, fixed so that deletes never run twice."""
         pending = [root for root, r in reports.items() if root in plan.tables and r.status == "pending"]
         recheck = self._recheck_logs(plan, [root for root in pending if not reports[root].dry_run], reports)
-        try:
-            return self._delete_rechecked(plan, reports, inventory, recheck)
-        finally:
-            recheck.release()
+        return self._delete_rechecked(plan, reports, inventory, recheck)
 
     def _recheck_logs(self, plan: Plan, deleting: list[str], reports: dict[str, TableReport]) -> Recheck:
         """List the logs of the tables about to be deleted in once more; what was committed since
@@ -235,14 +232,17 @@ class BatchVacuum:
         dry = [root for root in planned if reports[root].dry_run]
         candidates = recheck.without_referenced(plan.candidates.where(F.col("table_root").isin(planned)))
         if self.options.delete.purge_versions and deleting:
-            candidates = _with_versions(candidates, inventory.all_versions)
+            candidates = _with_versions(candidates, inventory.rows)
         self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
         outcomes = candidates.where(F.col("table_root").isin(dry)).select(
             "table_root", "path", "length", "modificationTime", F.lit("would_delete").alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms"))
-        if deleting:
-            targets = candidates.where(F.col("table_root").isin(deleting))
-            outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete))
+        if not deleting:
+            for root in dry:
+                reports[root].status = "dry_run"
+            return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
+        targets = candidates.where(F.col("table_root").isin(deleting))
+        outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete))
         # Deletes must run exactly once: materialize before counting and recording.
         outcomes = outcomes.localCheckpoint(eager=True)
         for row in outcomes.groupBy("table_root", "action").agg(
@@ -269,8 +269,7 @@ class BatchVacuum:
 
 @dataclass(frozen=True)
 class _Inventory:
-    all_versions: DataFrame  # every row of the date, noncurrent versions and delete markers too
-    current: DataFrame  # current objects only
+    rows: DataFrame  # every row of the date, noncurrent versions, delete markers and duplicates too
     as_of_ms: int  # midnight UTC of the inventory date: S3 lists objects as of about then
 
 
