@@ -23,6 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from infra.package import build
 from inventory_etl.producer import objects_in_folder, write_delivery
+from lakeio.spark import LISTING_PARALLELISM
 
 SPARK_HOME = Path(pyspark.__file__).parent
 # spark-submit sends the Python driver's stderr (our log) to its stdout.
@@ -165,3 +166,8 @@ def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
             labels.add(event.get("Properties", {}).get("spark.job.description"))
     assert {"replaying 1 log(s) on Spark", "planning 1 table(s) against the inventory",
             "deleting in 1 table(s); planning only in 0"} <= labels, labels
+
+
+def test_our_session_lists_named_files_in_one_task_per_core(spark):
+    """Past 32 named files Spark would list them in one task each: a 500-task job for 500 tables' logs."""
+    assert spark.conf.get(LISTING_PARALLELISM) == str(spark.sparkContext.defaultParallelism)
