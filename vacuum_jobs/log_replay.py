@@ -123,7 +123,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
     files = _file_actions(_actions(spark, catalog)) if catalog else spark.createDataFrame([], _FILES_SCHEMA)
     if check_paths:
-        failures.update(_log_problems(files))
+        failures.update(unresolvable(files))
         segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
         files = files.where(~F.col("table_root").isin(list(failures))).drop("problem") if failures else files.drop("problem")
     return Replay(_table_states(catalog, segments), failures, files)
@@ -345,7 +345,7 @@ def _resolved(winners: DataFrame) -> DataFrame:
         F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem)))
 
 
-def _log_problems(files: DataFrame) -> dict[str, str]:
+def unresolvable(files: DataFrame) -> dict[str, str]:
     """``{table_root: why}`` for tables whose actions name a file we cannot resolve: one example each."""
     return {
         row["table_root"]: f"{row['n']} action(s) name a file that cannot be resolved, e.g. {row['problem']}"

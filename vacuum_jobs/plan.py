@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from lakeio import uris
 from vacuum_jobs import gates
 from vacuum_jobs.keep import hidden, hidden_pattern, keep_set, needed
-from vacuum_jobs.log_replay import TableState
+from vacuum_jobs.log_replay import TableState, unresolvable
 from vacuum_jobs.ownership import with_owner
 
 MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report
@@ -97,7 +97,7 @@ def plan_tables(
     if cache:
         classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms)
-    refused = _unresolved(files, unresolved) if unresolved else {}
+    refused = unresolvable(files.where(F.col("table_root").isin(unresolved))) if unresolved else {}
     if any(plan.counts["missing_files"] for plan in plans.values()):
         _missing_sample(classified, plans)
     candidates = classified.where(F.col("category") == "candidate").select(
@@ -188,8 +188,9 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
 
 
 def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: int
-                  ) -> tuple[dict[str, TablePlan], dict[str, str]]:
-    """Every count of the report, per table, in one aggregation."""
+                  ) -> tuple[dict[str, TablePlan], list[str]]:
+    """Every count of the report, per table, in one aggregation; and the tables whose log names a
+    file we cannot resolve (their plans are dropped)."""
     def files_and_bytes(name: str, condition: Column, size: str) -> list[Column]:
         return [F.count(F.when(condition, 1)).alias(f"{name}_files"),
                 F.coalesce(F.sum(F.when(condition, F.col(size))), F.lit(0)).alias(f"{name}_bytes")]
@@ -206,24 +207,16 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
     plans = {p.table_root: TablePlan() for p in policies}
     for p in plans.values():
         p.counts["missing_files"] = 0
-    unresolved = {}
+    unresolved = []
     for row in classified.groupBy("table_root").agg(*counts).collect():
         if row["problems"]:
-            unresolved[row["table_root"]] = row["problems"]
+            unresolved.append(row["table_root"])
             del plans[row["table_root"]]
             continue
         plan = plans[row["table_root"]]
         plan.old_live_files = row["old_live"]
         plan.counts.update({name: row[name] for name in row.asDict() if name.endswith(("_files", "_bytes"))})
     return plans, unresolved
-
-
-def _unresolved(files: DataFrame, counted: dict[str, int]) -> dict[str, str]:
-    """Why each table in ``counted`` (root -> actions naming a file we cannot resolve) is refused, with an example."""
-    examples = files.where(F.col("problem").isNotNull() & F.col("table_root").isin(list(counted))).groupBy(
-        "table_root").agg(F.min("problem").alias("problem")).collect()
-    return {row["table_root"]: f"{counted[row['table_root']]} action(s) name a file that cannot be resolved, "
-                               f"e.g. {row['problem']}" for row in examples}
 
 
 def _missing_sample(classified: DataFrame, plans: dict[str, TablePlan]) -> None:
