@@ -8,7 +8,7 @@ PIP_CONSTRAINTS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-lowest bench package clean
+.PHONY: demo test test-lowest lint bench package clean
 
 $(STAMP): pyproject.toml $(PIP_CONSTRAINTS)
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -25,6 +25,10 @@ test: $(STAMP)
 
 test-lowest:
 	$(MAKE) test VENV=.venv-lowest PIP_CONSTRAINTS=.ci/lowest.txt
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

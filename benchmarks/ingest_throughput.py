@@ -15,7 +15,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.spark import get_spark
 

@@ -32,13 +32,13 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
-from lake_reports.chargeback import Chargeback, ChargebackOptions
+from lake_reports.charges import Chargeback, ChargebackOptions
 from lakeio.delta_read import partition_values, read_delta
 from lakeio.spark import get_spark
-from vacuum_jobs.targets import from_uris
-from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.targets import as_targets
 
 DAY_MS = 86_400_000
 PARTITIONS = 20
@@ -71,13 +71,13 @@ def build_table(root: str, files: int, now_ms: int, shape: str = "checkpoint") -
         with open(full, "wb") as out:
             out.write(b"PAR1")
         os.utime(full, (old, old))
-    first = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+    first: list[dict] = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
              {"metaData": {"id": os.path.basename(root), "format": {"provider": "parquet", "options": {}},
                            "schemaString": SCHEMA, "partitionColumns": ["p"], "configuration": {},
                            "createdTime": now_ms - 40 * DAY_MS}}]
-    adds = [{"add": {"path": p, "partitionValues": {"p": p[2:4]}, "size": 4, "modificationTime": now_ms - 35 * DAY_MS,
+    adds: list[dict] = [{"add": {"path": p, "partitionValues": {"p": p[2:4]}, "size": 4, "modificationTime": now_ms - 35 * DAY_MS,
                      "dataChange": True}} for p in paths[:committed]]
-    removes = [{"remove": {"path": p, "deletionTimestamp": now_ms - 20 * DAY_MS, "dataChange": True,
+    removes: list[dict] = [{"remove": {"path": p, "deletionTimestamp": now_ms - 20 * DAY_MS, "dataChange": True,
                            "partitionValues": {"p": p[2:4]}, "size": 4}} for p in paths[:removed]]
     if shape == "small-commits":
         commits = [adds[i:i + 500] for i in range(0, len(adds), 500)] + [removes[i:i + 500]
@@ -112,11 +112,11 @@ def bare_spark_candidates(spark: SparkSession, inventory: str, roots: list[str],
     actions = "add struct<path string>, remove struct<path string, deletionTimestamp long>"
     reads = ([spark.read.schema(actions).parquet(*checkpoints)] if checkpoints else []) + [
         spark.read.schema(actions).json(commits)]
-    log = reduce(DataFrame.unionByName, [r.select(table_of.alias("root"), version.alias("v"), "add", "remove")
-                                         for r in reads])
-    log = log.select("root", "v", F.coalesce("add.path", "remove.path").alias("rel"),
+    actions_read = reduce(DataFrame.unionByName, [r.select(table_of.alias("root"), version.alias("v"), "add", "remove")
+                                                  for r in reads])
+    log_rows = actions_read.select("root", "v", F.coalesce("add.path", "remove.path").alias("rel"),
                      F.col("add.path").isNotNull().alias("is_add"), F.col("remove.deletionTimestamp").alias("deleted"))
-    needed = log.where(F.col("rel").isNotNull()).groupBy("root", "rel").agg(
+    needed = log_rows.where(F.col("rel").isNotNull()).groupBy("root", "rel").agg(
         F.max_by(F.struct("is_add", "deleted"), "v").alias("last")
     ).where(F.col("last.is_add") | (F.col("last.deleted") >= cutoff_ms)).select(
         F.concat("root", F.lit("/"), "rel").alias("path"))
@@ -164,7 +164,7 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         raise SystemExit(f"inventory refused: {result.refused[0].error}")
     inventoried = time.monotonic() - started
 
-    targets = from_uris(roots)
+    targets = as_targets(roots)
     options = VacuumOptions(inventory, dry_run=True, now_ms=now_ms)
     BatchVacuum(spark, options).execute(targets[:2])  # warm the JVM up on two tables
     batch, report = _best(repeat, lambda: BatchVacuum(spark, options).execute(targets))
@@ -201,7 +201,7 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         "batch_dry_run_s": batch,
         "bare_spark_baseline_s": baseline,
         "plan_over_baseline": batch / baseline,
-        "shuffle_partitions": int(spark.conf.get("spark.sql.shuffle.partitions")),
+        "shuffle_partitions": int(spark.conf.get("spark.sql.shuffle.partitions") or 0),
         "delta_rs_full_vacuum_loop_s": looped,
         "chargeback_s": chargeback,
         "speedup": looped / batch,

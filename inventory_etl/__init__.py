@@ -1,1 +1,10 @@
-"""Job 1: S3 Inventory deliveries into one partitioned Delta table (see DESIGN.md)."""
+"""Job 1: S3 Inventory deliveries into one partitioned Delta table (see DESIGN.md).
+
+``ingest(spark, inventory_table, manifests)`` ingests; ``inventory_snapshot`` reads one date back.
+"""
+
+from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, inventory_snapshot
+from inventory_etl.ingestion import IngestInventory, IngestResult, ingest
+
+__all__ = ["IngestInventory", "IngestResult", "InventorySnapshot", "InventoryUnavailable", "ingest",
+           "inventory_snapshot"]

@@ -13,14 +13,13 @@ import time
 
 from inventory_etl.contract import newest_dates
 from inventory_etl.discovery import discover
-from inventory_etl.ingest import IngestInventory, IngestResult
+from inventory_etl.ingestion import IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.cli import add_common_arguments, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
-from lakeio.text import first_line, human_bytes
 from lakeio.storage import Storage
-
+from lakeio.text import first_line, human_bytes
 
 _BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -7,12 +7,14 @@ in its order; the rest carry what S3 Inventory reports and chargeback needs.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
+    DataType,
     DateType,
     LongType,
     StringType,
@@ -21,7 +23,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeio.delta_read import TableNotFound, partitions, read_delta
+from lakeio.delta_read import TableNotFound, partition_values, partitions, read_delta
+from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 
 # One partition per delivery unit: each inventory configuration of a bucket is replaced
 # on its own, so two configurations never overwrite each other's rows.
@@ -30,7 +33,7 @@ PARTITION_COLUMNS = ("inventory_date", "bucket", "config_id")
 EARLIER_PARTITION_COLUMNS = ("inventory_date", "bucket")
 
 # Report fields S3 Inventory can deliver, by their snake_case name, with the type we store.
-REPORT_FIELDS: dict[str, object] = {
+REPORT_FIELDS: dict[str, DataType] = {
     "bucket": StringType(),
     "key": StringType(),
     "version_id": StringType(),
@@ -104,6 +107,44 @@ OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
 def read_inventory(spark: SparkSession, table: str, day: date | None = None) -> DataFrame:
     """The inventory table's rows of ``day`` (every date when None), one row per object."""
     return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day else None))
+
+
+class InventoryUnavailable(Exception):
+    """The inventory table cannot answer: no table there, no such date, or too old."""
+
+
+@dataclass(frozen=True)
+class InventorySnapshot:
+    """One date of the inventory table: what S3 listed as of about midnight UTC that day."""
+
+    table: str
+    day: date
+    dates: frozenset[date]  # every date the table holds (a trend reads several)
+    rows: DataFrame  # every row of the date: noncurrent versions, delete markers and duplicates too
+
+    @property
+    def as_of_ms(self) -> int:
+        return midnight_utc_ms(self.day)
+
+
+def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
+                       max_age_hours: float | None = None, now_ms: int | None = None) -> InventorySnapshot:
+    """The inventory of ``day`` (default: the newest date held); :class:`InventoryUnavailable`
+    when there is none, or when it is more than ``max_age_hours`` older than ``now_ms``."""
+    try:
+        dates = partition_values(table, PARTITION_COLUMNS[0])
+    except TableNotFound as exc:
+        raise InventoryUnavailable(str(exc)) from None
+    day = day or (max(dates) if dates else None)
+    if day is None or day not in dates:
+        raise InventoryUnavailable(f"{table}: no inventory for {day or 'any date'}")
+    if max_age_hours is not None and now_ms is not None:
+        age_hours = (now_ms - midnight_utc_ms(day)) / MS_PER_HOUR
+        if age_hours > max_age_hours:
+            raise InventoryUnavailable(f"inventory of {day} is {age_hours:.0f} h old, more than "
+                                       f"--max-inventory-age-hours {max_age_hours:g}")
+    return InventorySnapshot(table, day, frozenset(dates),
+                             read_delta(spark, table, {PARTITION_COLUMNS[0]: day}))
 
 
 def newest_dates(table: str) -> dict[tuple[str, str], date]:

@@ -19,9 +19,9 @@ import io
 import json
 import os
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
 from urllib.parse import quote_plus
 
 import pyarrow as pa

@@ -12,7 +12,7 @@ as AWS documents; typed timestamps are read as their type says.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -91,7 +91,10 @@ def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> Data
     return _with_problems(df, manifest, [(F.col("_csv_problem").isNotNull(), F.col("_csv_problem"))]).drop("_csv_problem")
 
 
-def _typed(sql: str, name: str, read_as: DataType = StringType()) -> Column:
+_TEXT = StringType()  # what CSV cells are read as
+
+
+def _typed(sql: str, name: str, read_as: DataType = _TEXT) -> Column:
     """``sql`` (a column's SQL text) as the contract's type, null where it does not parse.
 
     SQL's ``try_cast`` rather than ``Column.try_cast``, which PySpark 3.5 lacks."""

@@ -38,7 +38,7 @@ def verify_data_files(spark: SparkSession, manifests: list[Manifest], check_md5:
     else:
         storage = Storage(spark)
         found = [_measure_size(storage, uri) for uri in wanted]
-    measured = {uri: row for uri, *row in found}
+    measured = {uri: (length, md5, error) for uri, length, md5, error in found}
     problems: dict[str, DeliveryError] = {}
     for manifest in manifests:
         for data_file in manifest.files:

@@ -14,8 +14,8 @@ import os
 import sys
 
 from lake_reports import html_report
-from lake_reports.chargeback import Chargeback, ChargebackError, ChargebackOptions
-from lake_reports.erasure import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
+from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
+from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
 from lakeio.cli import add_common_arguments, add_version_argument, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
@@ -78,7 +78,7 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     except PriceError as exc:
         parser.error(str(exc))
     setup_logging(args.log_level)
-    spark = get_spark("lake_reports.chargeback", args.master)
+    spark = get_spark("lake_reports.charges", args.master)
     options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
     try:
         result = Chargeback(spark, options).execute()
@@ -106,7 +106,7 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
     setup_logging(args.log_level)
-    spark = get_spark("lake_reports.erasure", args.master)
+    spark = get_spark("lake_reports.erasure_evidence", args.master)
     options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
     try:
         report = ErasureEvidence(spark, options).execute(args.path, commits)

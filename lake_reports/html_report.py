@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from lake_reports.chargeback import CATEGORIES, ChargebackResult, TableCharge
+from lake_reports.charges import CATEGORIES, ChargebackResult, TableCharge
 from lakeio import uris
 from lakeio.text import human_bytes, shorten
 
@@ -121,7 +121,7 @@ def _trend_chart(result: ChargebackResult, tables: list[TableCharge], prefix: st
     if len(dates) < 2:
         return "<p>One inventory date so far: the trend starts with the next one.</p>"
     chosen = [(t.bucket, t.table) for t in tables[:TREND_TABLES]]
-    series = {key: {} for key in chosen}
+    series: dict[tuple[str, str | None], dict[str, int]] = {key: {} for key in chosen}
     for point in result.trend:
         if (point.bucket, point.table) in series:
             series[(point.bucket, point.table)][point.inventory_date] = point.bytes

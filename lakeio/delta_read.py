@@ -8,9 +8,9 @@ partition values (which Hive-style writers keep out of the files) back as column
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import date
 from functools import reduce
-from typing import Mapping
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession

@@ -20,10 +20,11 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Iterator, Literal, Mapping, Sequence
+from typing import Literal
 from urllib.parse import quote, unquote
 
 from pyspark.sql import DataFrame

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -45,6 +45,7 @@ def _class_on_classpath(class_name: str) -> bool:
     """True when the (already launched) JVM can load ``class_name``."""
     SparkContext._ensure_initialized()
     jvm = SparkContext._jvm
+    assert jvm is not None
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     try:
         loader.loadClass(class_name)
@@ -102,7 +103,7 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         conf = _launch_conf(master)
         conf.setIfMissing("spark.app.name", app_name)
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
-        local = spark.sparkContext.master.startswith("local")
+        local = (spark.sparkContext.master or "").startswith("local")
         # A laptop run stays quiet; a cluster keeps its own log4j settings unless told otherwise.
         level = os.environ.get("SPARK_LOG_LEVEL", "ERROR" if local else None)
         if level:
@@ -149,7 +150,7 @@ def _ship_project(spark: SparkSession) -> None:
     archive = Path(tempfile.mkdtemp(prefix="lake-housekeeping-")) / "lake_housekeeping.zip"
     with zipfile.ZipFile(archive, "w") as out:
         for package in PROJECT_PACKAGES:
-            folder = Path(importlib.import_module(package).__file__).parent
+            folder = Path(str(importlib.import_module(package).__file__)).parent
             for source in folder.rglob("*.py"):
                 out.write(source, Path(package) / source.relative_to(folder))
     spark.sparkContext.addPyFile(str(archive))

@@ -23,10 +23,14 @@ class FileStatus:
     is_dir: bool
 
 
+Listing = list[FileStatus]  # named outside Storage, whose own ``list`` method hides the builtin there
+
+
 class Storage:
     """Hadoop FileSystem calls through the driver's JVM gateway."""
 
     def __init__(self, spark: SparkSession):
+        assert spark.sparkContext._jvm is not None, "a classic (JVM) Spark session is needed"
         self._jvm = spark.sparkContext._jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
@@ -55,7 +59,7 @@ class Storage:
         fs = self._fs(path)
         return self._status(fs.getFileStatus(path)) if fs.exists(path) else None
 
-    def list(self, uri: str) -> list[FileStatus]:
+    def list(self, uri: str) -> Listing:
         """Direct children of a folder (empty when it does not exist)."""
         path = self._path(uri)
         fs = self._fs(path)
@@ -63,7 +67,7 @@ class Storage:
             return []
         return [self._status(st) for st in fs.listStatus(path)]
 
-    def walk(self, uri: str) -> list[FileStatus]:
+    def walk(self, uri: str) -> Listing:
         """Every file below a folder, at any depth (empty when it does not exist)."""
         path = self._path(uri)
         fs = self._fs(path)
@@ -74,7 +78,7 @@ class Storage:
             found.append(self._status(files.next()))
         return found
 
-    def glob(self, pattern: str) -> list[FileStatus]:
+    def glob(self, pattern: str) -> Listing:
         """Hadoop glob (``*``, ``?``, ``{a,b}``); empty when nothing matches."""
         path = self._path(pattern)
         found = self._fs(path).globStatus(path)

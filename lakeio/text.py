@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 # Spark's preamble before a failed task's own error: the error is what names the file.
 _TASK_FAILURE = re.compile(r"^(?:org\.apache\.spark\.SparkException: )?Job aborted due to stage failure: "
@@ -35,3 +36,18 @@ def human_bytes(n: int) -> str:
 def shorten(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters from the left (the end of a path says the most)."""
     return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour, by hand
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        """Members are their value wherever text is expected (JSON, f-strings, Spark literals)."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)

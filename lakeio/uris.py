@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import NewType
 from urllib.parse import unquote
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -51,6 +52,15 @@ def canonical(uri: str) -> str:
     if rest != "///" and rest.endswith("/"):
         rest = rest.rstrip("/")
     return f"{scheme}:{rest}"
+
+
+# A table root in :func:`canonical` form: the one key every step of a run compares and
+# indexes tables by. Made once, by :func:`table_root`, where a table enters the run.
+TableRoot = NewType("TableRoot", str)
+
+
+def table_root(path_or_uri: str) -> TableRoot:
+    return TableRoot(canonical(path_or_uri))
 
 
 def join(base: str, *parts: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,19 @@ for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "te
 os.environ.pop("AWS_PROFILE", None)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 # CI replays the same generated examples every run; developers get fresh ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(items):
+    """``s3`` follows from the fixture a test uses, so the marker cannot drift."""
+    for item in items:
+        if "s3_endpoint" in item.fixturenames:
+            item.add_marker(pytest.mark.s3)
 
 
 @pytest.fixture(scope="session")
@@ -33,21 +40,6 @@ def spark():
     session = get_spark("tests", "local[2]")
     yield session
     session.stop()
-
-
-@pytest.fixture
-def golden_copy(tmp_path):
-    """Copy a golden table to a temp dir (never delete inside ../shared)."""
-
-    def copy(name: str) -> Path:
-        source = GOLDEN / name
-        if not source.is_dir():
-            pytest.skip(f"golden fixtures not found at {GOLDEN}")
-        target = tmp_path / name
-        shutil.copytree(source, target)
-        return target
-
-    return copy
 
 
 @pytest.fixture(scope="session")

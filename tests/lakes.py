@@ -6,10 +6,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from inventory_etl.ingest import IngestInventory
+import vacuum_jobs
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
-from vacuum_jobs.targets import from_uris
-from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
 
 
 def inventory_of(spark, bucket_dir: Path, work: Path, when: datetime | None = None, bucket: str = "lake") -> str:
@@ -22,10 +21,9 @@ def inventory_of(spark, bucket_dir: Path, work: Path, when: datetime | None = No
     return str(table)
 
 
-def vacuum(spark, inventory: str, tables: list, targets=None, **options):
-    """One vacuum run; ``tables`` are paths (ignored when ``targets`` is given)."""
-    opts = VacuumOptions(inventory_table=inventory, **options)
-    return BatchVacuum(spark, opts).execute(targets if targets is not None else from_uris([str(t) for t in tables]))
+def vacuum(spark, inventory: str, tables, **options):
+    """One vacuum run through the public API: a dry run unless ``dry_run=False``."""
+    return vacuum_jobs.vacuum(spark, inventory, tables, **options)
 
 
 def by_table(report) -> dict:

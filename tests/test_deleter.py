@@ -6,12 +6,9 @@ import uuid
 
 import pytest
 
+from lakeio.audit import AuditAction
 from tests.s3_faults import FaultyS3
-
 from vacuum_jobs.deleter import (
-    ALREADY_ABSENT,
-    DELETED,
-    FAILED,
     DeleteSettings,
     S3BatchDeleter,
     Target,
@@ -53,7 +50,7 @@ def test_deletes_in_batches_of_the_configured_size(bucket):
     outcomes = list(deleter.delete(targets[:25]))
 
     assert [len(c["Delete"]["Objects"]) for c in calls] == [10, 10, 5]
-    assert {o.action for o in outcomes} == {DELETED} and len(outcomes) == 25
+    assert {o.action for o in outcomes} == {AuditAction.DELETED} and len(outcomes) == 25
     assert remaining(client, name) == {"keep/me"}
 
 
@@ -77,7 +74,7 @@ def test_each_fault_s3_deals_is_retried_and_every_key_ends_once(bucket, faulty):
     outcomes = list(deleter.delete(targets))
 
     assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)  # each key once
-    assert {o.action for o in outcomes} == {DELETED}
+    assert {o.action for o in outcomes} == {AuditAction.DELETED}
     assert remaining(client, name) == set()
     assert faulty.counts() == {"drop": 1, "timeout": 1, "slowdown": 1, "partial": 1, "ok": 5}
     assert [keys for _, fault, keys in faulty.requests if fault == "ok"] == [10, 10, 10, 3, 10]
@@ -94,13 +91,14 @@ def test_a_batch_that_keeps_failing_is_reported_key_by_key_and_left_in_place(buc
     outcomes = list(deleter.delete(targets))
 
     assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)
-    failed = sorted(o.target.path.rsplit("/", 1)[1] for o in outcomes if o.action == FAILED)
+    failed = sorted(o.target.path.rsplit("/", 1)[1] for o in outcomes if o.action == AuditAction.FAILED)
     assert failed == [f"k{i:02d}.parquet" for i in range(10)]
-    assert all("Connection" in o.error for o in outcomes if o.action == FAILED)
+    assert all("Connection" in o.error for o in outcomes if o.action == AuditAction.FAILED)
     assert remaining(client, name) == {f"t/k{i:02d}.parquet" for i in range(10)}
     assert faulty.counts() == {"drop": 2, "slowdown": 1, "ok": 1}
 
 
+@pytest.mark.slow
 def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty):
     client, name = bucket
     keys = [f"t/k{i:03d}.parquet" for i in range(240)]
@@ -112,7 +110,7 @@ def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty
 
     outcomes = delete_planned(spark, targets, settings).collect()
 
-    assert len(outcomes) == 240 and {r["action"] for r in outcomes} == {DELETED}
+    assert len(outcomes) == 240 and {r["action"] for r in outcomes} == {AuditAction.DELETED}
     assert remaining(client, name) == set()
     seen = [(at, keys) for at, _, keys in faulty.requests]
     busiest = max(sum(k for t, k in seen if start <= t < start + 1.0) for start, _ in seen)
@@ -145,9 +143,9 @@ def test_per_key_errors_are_retried_then_reported(bucket):
 
     outcomes = {o.target.path.rsplit("/", 1)[1]: o for o in deleter.delete(targets)}
 
-    assert outcomes["flaky"].action == DELETED  # retried, then fine
-    assert outcomes["locked"].action == FAILED and outcomes["locked"].error.startswith("AccessDenied")
-    assert outcomes["ok-1"].action == outcomes["ok-2"].action == DELETED
+    assert outcomes["flaky"].action == AuditAction.DELETED  # retried, then fine
+    assert outcomes["locked"].action == AuditAction.FAILED and outcomes["locked"].error.startswith("AccessDenied")
+    assert outcomes["ok-1"].action == outcomes["ok-2"].action == AuditAction.DELETED
 
 
 def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
@@ -159,14 +157,14 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
 
     plain = list(S3BatchDeleter(DeleteSettings(keys_per_second=100_000), client=client).delete(
         [Target(target.table_root, target.path, 1, 0)]))
-    assert plain[0].action == DELETED
+    assert plain[0].action == AuditAction.DELETED
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert len(listing["Versions"]) == 3 and len(listing["DeleteMarkers"]) == 1  # plain delete: a marker
 
     marker = listing["DeleteMarkers"][0]["VersionId"]
     purge = S3BatchDeleter(DeleteSettings(keys_per_second=100_000, purge_versions=True, batch_size=2), client=client)
     outcome = list(purge.delete([Target(target.table_root, target.path, 1, 0, (*versions, marker))]))
-    assert [o.action for o in outcome] == [DELETED]  # one outcome per file, across two batches
+    assert [o.action for o in outcome] == [AuditAction.DELETED]  # one outcome per file, across two batches
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert not listing.get("Versions") and not listing.get("DeleteMarkers")
     assert remaining(client, name) == {"other"}
@@ -188,12 +186,12 @@ def test_spark_executors_delete_and_a_rerun_after_a_crash_finishes_the_job(spark
     outcomes = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
 
     assert remaining(client, name) == set()
-    assert set(outcomes.values()) == {DELETED}  # S3 cannot say the first 15 were already gone
+    assert set(outcomes.values()) == {AuditAction.DELETED}  # S3 cannot say the first 15 were already gone
     assert not local.exists() and not local.parent.exists()  # the emptied partition folder went too
     assert (tmp_path / "t").exists()  # never the table root
 
     again = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
-    assert again[f"file://{local}"] == ALREADY_ABSENT
+    assert again[f"file://{local}"] == AuditAction.ALREADY_ABSENT
 
 
 def test_local_deleter_reports_each_outcome(tmp_path):
@@ -208,9 +206,9 @@ def test_local_deleter_reports_each_outcome(tmp_path):
         Target(f"file://{root}", f"file://{root}/d/never-there", 1, 0),
         Target(f"file://{root}", f"file://{blocked}", 1, 0),  # a folder is not a file: reported, not fatal
     ])}
-    assert outcomes[f"file://{present}"].action == DELETED
-    assert outcomes[f"file://{root}/d/never-there"].action == ALREADY_ABSENT
-    assert outcomes[f"file://{blocked}"].action == FAILED and outcomes[f"file://{blocked}"].error
+    assert outcomes[f"file://{present}"].action == AuditAction.DELETED
+    assert outcomes[f"file://{root}/d/never-there"].action == AuditAction.ALREADY_ABSENT
+    assert outcomes[f"file://{blocked}"].action == AuditAction.FAILED and outcomes[f"file://{blocked}"].error
 
 
 def test_batch_size_is_bounded_by_s3s_limit():

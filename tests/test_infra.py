@@ -155,7 +155,7 @@ def test_package_is_what_spark_submit_needs(tmp_path):
         compile(built[job].read_text(), str(built[job]), "exec")
     assert "pyspark" not in built["requirements"].read_text() and "deltalake" in built["requirements"].read_text()
     # The archive, not the source tree or an editable install, is what the driver imports.
-    probe = subprocess.run([sys.executable, "-c", "import lake_reports.chargeback, vacuum_jobs; print(vacuum_jobs.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import lake_reports.charges, vacuum_jobs; print(vacuum_jobs.__file__)"],
                            cwd=tmp_path, env={"PYTHONPATH": str(built["archive"]), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr

@@ -25,9 +25,11 @@ from deltalake import DeltaTable
 
 from inventory_etl.contract import read_inventory
 from inventory_etl.discovery import discover
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.storage import Storage
+
+pytestmark = pytest.mark.slow  # jobs in subprocesses, killed mid-write
 
 ROOT = Path(__file__).resolve().parents[1]
 DELIVERED = datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc)
@@ -65,7 +67,7 @@ def _kill(job: subprocess.Popen) -> str:
 
 def _last_step(progress: str) -> str:
     """The job's last progress line, e.g. ``writing``: where the kill landed."""
-    marker = " INFO inventory_etl.ingest: "
+    marker = " INFO inventory_etl.ingestion: "
     steps = [line.split(marker, 1)[1].split()[0] for line in progress.splitlines() if marker in line]
     return steps[-1] if steps else "reading"
 

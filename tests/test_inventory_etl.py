@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from inventory_etl.cli import main
 from inventory_etl.discovery import discover
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from lakeio.spark import delta_jars_present
 from lakeio.storage import Storage
 from tests.deliveries import (

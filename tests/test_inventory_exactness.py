@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from inventory_etl.cli import main
 from inventory_etl.contract import read_inventory
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from tests.deliveries import AWKWARD_OBJECTS, T0, data_files, deliver, replace_data_file, rewrite_manifest
 
 LATER = datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc)
@@ -286,6 +286,7 @@ def _manifest_of(spark, manifest_path, **file_entry):
     return parse_manifest(f"file://{manifest_path}", manifest_path.read_bytes(), None)
 
 
+@pytest.mark.slow
 def test_a_data_file_over_2_gib_is_checked_in_bounded_memory(spark, tmp_path):
     from inventory_etl.verify import verify_data_files
 

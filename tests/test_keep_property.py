@@ -16,16 +16,20 @@ import json
 import os
 from urllib.parse import quote
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
+from lakeio.deltalog.keep import dv_relative_path
+from lakeio.deltalog.policy import TablePolicy
+from lakeio.deltalog.replay import replay_logs
+from lakeio.deltalog.segments import log_segment
 from lakeio.storage import Storage
-from vacuum_jobs.keep import dv_relative_path
-from vacuum_jobs.log_replay import replay_logs
-from vacuum_jobs.log_segment import log_segment
-from vacuum_jobs.plan import TablePolicy, plan_tables
+from vacuum_jobs.plan import plan_tables
 from vacuum_jobs.recheck import recheck_logs
+
+pytestmark = pytest.mark.slow  # generated histories, each planned on Spark
 
 NOW = 1_800_000_000_000
 CUTOFF = NOW - 7 * 86_400_000
@@ -133,7 +137,7 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     keep |= {_dv_file(dv) for dv, _ in live.values() if _dv_file(dv)}
     keep |= {d for (p, d), ts in removed.items() if d and ts >= CUTOFF}
     inventory = {p: t for p, t in ever.items()}
-    for (p, d), ts in removed.items():
+    for (_, d), ts in removed.items():
         if d:
             inventory.setdefault(d, ts - 1)
     for dv, written in live.values():

@@ -7,11 +7,12 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
+from lakeio.deltalog.gates import parse_interval_hours
+from lakeio.deltalog.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, hidden_pattern, z85_decode
 from tests.conftest import GOLDEN
-from vacuum_jobs.gates import parse_interval_hours
-from vacuum_jobs.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, hidden_pattern, z85_decode
 
 
+@pytest.mark.golden
 def test_z85_matches_the_golden_deletion_vector_files():
     table = GOLDEN / "dv-partitioned-with-checkpoint"
     if not table.is_dir():

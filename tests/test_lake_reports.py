@@ -30,18 +30,20 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import read_all_rows
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lake_reports import html_report
-from lake_reports.chargeback import Chargeback, ChargebackOptions
+from lake_reports.charges import Chargeback, ChargebackOptions
 from lake_reports.cli import main
-from lake_reports.erasure import CommitQuestion, ErasureEvidence, ErasureOptions
+from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
 from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN, README
 from tests.lakes import now_ms, vacuum
-from vacuum_jobs.report import RunReport, TableReport, write_audit
 from tests.report_schemas import assert_matches_schema
+from vacuum_jobs.report import RunReport, TableReport, write_audit
+
+pytestmark = [pytest.mark.slow, pytest.mark.golden]  # every test reads the module's lake, golden table included
 
 DAY_MS = 24 * MS_PER_HOUR
 PRICES = {"STANDARD": 2.0, "STANDARD_IA": 1.0, "GLACIER": 0.5}
@@ -213,7 +215,7 @@ def test_readme_sql_runs_on_spark(spark, lake):
     """The README's chargeback SQL, run as documented against the inventory table."""
     from lakeio.delta_read import read_delta
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = README.read_text()
     queries = re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
     assert len(queries) == 3
     read_delta(spark, lake["inventory"]).createOrReplaceTempView("inventory")
@@ -271,7 +273,7 @@ def test_erasure_evidence_per_file_and_per_table(spark, lake, tmp_path):
     run_ms = lake["now"] + 2 * MS_PER_HOUR
     dry = vacuum(spark, lake["inventory"], [lake["orders"], lake["events"]], dry_run=True, audit_table=audit,
                  now_ms=run_ms)
-    real = vacuum(spark, lake["inventory"], [lake["events"]], audit_table=audit, now_ms=run_ms)
+    real = vacuum(spark, lake["inventory"], [lake["events"]], dry_run=False, audit_table=audit, now_ms=run_ms)
     assert not lake["c"].exists()
     asked_ms = run_ms + 5 * DAY_MS
     evidence = ErasureEvidence(spark, ErasureOptions(audit, lake["inventory"], deadline_days=7.0, now_ms=asked_ms))

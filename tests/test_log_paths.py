@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from pyspark.sql import functions as F
 
-from vacuum_jobs.log_paths import UnresolvablePath, is_plain, resolve, with_resolved
+from lakeio.deltalog.paths import UnresolvablePath, is_plain, resolve, with_resolved
 
 CASES = [
     # (table root, path as the log spells it, the file it names or None when the table must be refused)

@@ -81,6 +81,7 @@ def ingest_then_vacuum(tmp_path: Path, master: str, conf: dict[str, str] | None 
     return ingested, vacuumed
 
 
+@pytest.mark.slow
 def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
     settings = {"spark.sql.shuffle.partitions": "7", "spark.sql.adaptive.enabled": "false"}
     _, ingested = ingest(build(tmp_path / "dist"), tmp_path, "local[1]", settings)
@@ -138,6 +139,7 @@ def standalone_cluster(tmp_path):
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
     master_url, master_json, work_dir = standalone_cluster
     events = tmp_path / "events"

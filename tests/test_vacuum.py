@@ -13,13 +13,15 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake, read_all_rows
+from lakeio.deltalog.keep import dv_relative_path
 from tests.conftest import GOLDEN
 from tests.lakes import by_table, inventory_of, vacuum
-from vacuum_jobs.cli import main
-from vacuum_jobs.keep import dv_relative_path
-from vacuum_jobs.targets import TableTarget, from_file
-from vacuum_jobs.vacuum import RunRefused
 from tests.report_schemas import assert_matches_schema
+from vacuum_jobs.batch_vacuum import RunRefused
+from vacuum_jobs.cli import main
+from vacuum_jobs.targets import Discover, TableTarget, from_file
+
+pytestmark = pytest.mark.slow  # whole vacuum runs over built lakes
 
 
 def delta_rs_full_vacuum(table: Path, hours: float) -> set[Path]:
@@ -58,10 +60,10 @@ def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
     assert not would & (lake.fresh_debris | lake.hidden_debris | lake.outside_tables)
     assert all(p.exists() for p in would)  # a dry run deletes nothing
     orders = by_table(dry)["orders"]
-    assert orders.counts["tombstone_files"] > 0 and orders.counts["too_recent_files"] >= 1
+    assert orders.counts.tombstone_files > 0 and orders.counts.too_recent_files >= 1
     assert orders.retention_hours == 168.0
 
-    real = vacuum(spark, inventory, tables, audit_table=str(audit))
+    real = vacuum(spark, inventory, tables, dry_run=False, audit_table=str(audit))
     assert {t.status for t in real.tables} == {"vacuumed"}
     deleted = set().union(*(planned_paths(real, n, audit, "deleted") for n in lake.tables))
     assert deleted == would
@@ -76,7 +78,7 @@ def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
     total = real.totals()
     assert total["deleted_files"] == len(deleted) and total["deleted_bytes"] > 0
 
-    again = vacuum(spark, inventory, tables, audit_table=str(audit))
+    again = vacuum(spark, inventory, tables, dry_run=False, audit_table=str(audit))
     assert again.totals()["deleted_files"] == 0
     assert again.totals()["already_absent_files"] == len(deleted)  # gone already: not counted as deleted
 
@@ -134,7 +136,7 @@ def test_inventory_that_does_not_cover_a_table_refuses_it(spark, tmp_path):
     tables = by_table(report)
     assert tables["covered"].status == "dry_run"
     assert tables["uncovered"].status == "refused" and "does not cover" in tables["uncovered"].reason
-    assert tables["uncovered"].counts["missing_files"] == 2 and len(tables["uncovered"].missing) == 2
+    assert tables["uncovered"].counts.missing_files == 2 and len(tables["uncovered"].missing) == 2
 
 
 def test_live_files_missing_from_storage_are_reported(spark, tmp_path):
@@ -147,7 +149,7 @@ def test_live_files_missing_from_storage_are_reported(spark, tmp_path):
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path, when=tomorrow)
     report = vacuum(spark, inventory, [table], dry_run=True, now_ms=int(tomorrow.timestamp() * 1000))
     t = report.tables[0]
-    assert t.status == "dry_run" and t.counts["missing_files"] == 1
+    assert t.status == "dry_run" and t.counts.missing_files == 1
     assert t.missing == [f"file://{victim}"]
 
 
@@ -167,6 +169,7 @@ def test_unreadable_logs_refuse_only_their_table(spark, tmp_path):
     assert tables["absent"].status == "refused" and "not a Delta table" in tables["absent"].reason
 
 
+@pytest.mark.golden
 def test_protocol_gates(spark, tmp_path):
     bucket = tmp_path / "lake"
     names = ["deltalog-invalid-protocol-version", "basic-with-vacuum-protocol-check-feature", "versions-not-contiguous"]
@@ -199,6 +202,7 @@ def _set_protocol(table: Path, protocol: dict) -> None:
     log.write_text("\n".join(json.dumps({"protocol": protocol} if "protocol" in a else a) for a in lines) + "\n")
 
 
+@pytest.mark.golden
 def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
     if not GOLDEN.is_dir():
         pytest.skip("golden fixtures not present")
@@ -215,7 +219,7 @@ def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
     inventory = inventory_of(spark, bucket, tmp_path)
     later = int((datetime.now(timezone.utc) + timedelta(seconds=5)).timestamp() * 1000)
 
-    report = by_table(vacuum(spark, inventory, tables, retain_hours=0, force_retention=True,
+    report = by_table(vacuum(spark, inventory, tables, dry_run=False, retain_hours=0, force_retention=True,
                              min_coverage=0.0, now_ms=later))
 
     assert report["deltalog-invalid-protocol-version"].status == "refused"
@@ -230,7 +234,7 @@ def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
     assert report["dv-partitioned-with-checkpoint"].status == "vacuumed"
     assert report["snapshot-vacuumed"].status == "vacuumed"
     # Log-replay fixtures ship without their data files: reported as missing, never a reason to delete.
-    assert report["corrupted-last-checkpoint"].counts["missing_files"] == report["corrupted-last-checkpoint"].counts["live_files"] > 0
+    assert report["corrupted-last-checkpoint"].counts.missing_files == report["corrupted-last-checkpoint"].counts.live_files > 0
     # Its checkpoint's .crc side file disagrees with the checkpoint: an unreadable log, refused with the cause.
     assert report["checkpoint"].status == "refused" and "Checksum" in report["checkpoint"].reason
 
@@ -246,15 +250,12 @@ def test_tables_file_overrides_and_discovery(spark, tmp_path):
                     f"- {bucket / 'db' / 'c'}\n")
     targets = from_file(str(spec))
     assert targets[1] == TableTarget(f"file://{bucket / 'db' / 'b'}", 200, True, True)
-    report = by_table(vacuum(spark, inventory, [], targets=targets))
+    report = by_table(vacuum(spark, inventory, targets, dry_run=False))
     assert report["a"].status == "skipped"
     assert report["b"].status == "dry_run" and report["b"].retention_hours == 200
     assert report["c"].status == "vacuumed"
 
-    from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
-
-    found = BatchVacuum(spark, VacuumOptions(inventory, dry_run=True)).execute(None, include=["*/db/*"],
-                                                                              exclude=["*scratch*"])
+    found = vacuum(spark, inventory, Discover(include=("*/db/*",), exclude=("*scratch*",)))
     assert sorted(by_table(found)) == ["a", "b", "c"]
 
 

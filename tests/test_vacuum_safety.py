@@ -18,14 +18,15 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from inventory_etl.ingest import IngestInventory
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from tests.conftest import GOLDEN
 from tests.lakes import by_table, inventory_of
-from vacuum_jobs.cli import main
-from vacuum_jobs.targets import from_uris
-from vacuum_jobs.vacuum import BatchVacuum, VacuumOptions
 from tests.report_schemas import assert_matches_schema
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.cli import main
+
+pytestmark = pytest.mark.slow  # whole vacuum runs over lakes of traps
 
 OLD = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
 
@@ -67,6 +68,7 @@ def _with_uniform_iceberg(action: dict) -> dict:
     return action
 
 
+@pytest.mark.golden
 def test_a_lake_of_traps(spark, tmp_path):
     if not GOLDEN.is_dir():
         pytest.skip("golden fixtures not present")
@@ -193,11 +195,11 @@ def test_a_commit_between_plan_and_delete_is_honoured(spark, tmp_path):
             super()._check_plan(plan, reports)
             _commit(table, [original_add])
 
-    run = ConcurrentRestore(spark, VacuumOptions(str(inventory))).execute(from_uris([str(table)]))
+    run = ConcurrentRestore(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)])
     report = by_table(run)["t"]
     assert report.status == "vacuumed"
-    assert report.counts["candidate_files"] == 2 and report.counts["named_since_planning_files"] == 1
-    assert report.counts["deleted_files"] == 1
+    assert report.counts.candidate_files == 2 and report.counts.named_since_planning_files == 1
+    assert report.counts.deleted_files == 1
     assert (table / restored).exists() and not orphan.exists()
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 2
 
@@ -214,6 +216,6 @@ def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tm
             _commit(table, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                           "readerFeatures": ["someFutureFeature"], "writerFeatures": []}}])
 
-    report = by_table(ConcurrentUpgrade(spark, VacuumOptions(str(inventory))).execute(from_uris([str(table)])))["t"]
+    report = by_table(ConcurrentUpgrade(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)]))["t"]
     assert report.status == "refused" and "changed since planning" in report.reason
     assert orphan.exists()

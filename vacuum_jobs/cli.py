@@ -13,8 +13,8 @@ from lakeio.cli import add_common_arguments, iso_date, read_text, setup_logging,
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
+from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.vacuum import BatchVacuum, RunRefused, VacuumOptions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,23 +35,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", action="append", metavar="GLOB", help="with --discover: drop roots matching")
     parser.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD",
                         help="inventory date to use (default: the newest)")
-    parser.add_argument("--max-inventory-age-hours", type=float, default=72.0, metavar="H",
-                        help="refuse an inventory older than this (default: 72)")
+    parser.add_argument("--max-inventory-age-hours", type=float, default=VacuumOptions.max_inventory_age_hours,
+                        metavar="H", help="refuse an inventory older than this (default: %(default)g)")
     parser.add_argument("--retain-hours", type=float, metavar="H",
                         help="retention (default: each table's delta.deletedFileRetentionDuration, 7 days if unset)")
     parser.add_argument("--force-retention", action="store_true",
                         help="allow a retention shorter than the table's own setting")
-    parser.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="plan and report; delete nothing (the command deletes without it; "
+                             "the Python API vacuum() deletes only with dry_run=False)")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
-    parser.add_argument("--min-coverage", type=float, default=0.5, metavar="F",
+    parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
-                             "older than the inventory (default: 0.5)")
+                             "older than the inventory (default: %(default)g)")
     parser.add_argument("--purge-versions", action="store_true",
                         help="versioned buckets: delete every listed version of each orphan key, "
                              "not just add a delete marker")
-    parser.add_argument("--delete-batch-size", type=int, default=1000, metavar="N",
-                        help="keys per S3 DeleteObjects request (1-1000, default: 1000)")
+    parser.add_argument("--delete-batch-size", type=int, default=DeleteSettings.batch_size, metavar="N",
+                        help="keys per S3 DeleteObjects request (1-1000, default: %(default)d)")
     parser.add_argument("--delete-keys-per-second", type=float, default=DeleteSettings.keys_per_second, metavar="K",
                         help="S3 keys deleted per second by the whole run, however many executors delete "
                              "(S3 takes about 3,500 writes/s per prefix; default: %(default)g)")
@@ -65,37 +67,39 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.include or args.exclude) and not args.discover:
         parser.error("--include and --exclude go with --discover")
-    if not 1 <= args.delete_batch_size <= 1000:
-        parser.error("--delete-batch-size must be between 1 and 1000")
-    if not args.delete_keys_per_second > 0:
-        parser.error("--delete-keys-per-second must be > 0")
-    if args.retain_hours is not None and args.retain_hours < 0:
-        parser.error("--retain-hours must be >= 0")
+    try:
+        delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
+                                endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions)
+    except ValueError as exc:
+        parser.error(_as_flag(exc, "--delete-"))
+    try:
+        options = VacuumOptions(
+            inventory_table=args.inventory_table,
+            inventory_date=args.inventory_date,
+            max_inventory_age_hours=args.max_inventory_age_hours,
+            retain_hours=args.retain_hours,
+            force_retention=args.force_retention,
+            dry_run=args.dry_run,
+            audit_table=args.audit_table,
+            min_coverage=args.min_coverage,
+            delete=delete,
+        )
+    except ValueError as exc:
+        parser.error(_as_flag(exc, "--"))
     setup_logging(args.log_level)
     spark = get_spark("vacuum_jobs", args.master)
     try:
         text = read_text(spark, args.tables_file) if args.tables_file else None
-        targets = (table_targets.from_uris(args.table) if args.table
-                   else table_targets.from_file(args.tables_file, text) if args.tables_file else None)
+        tables = (table_targets.as_targets(args.table) if args.table
+                  else table_targets.from_file(args.tables_file, text) if args.tables_file
+                  else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ())))
     except table_targets.TargetsError as exc:
         parser.error(str(exc))
     except Exception as exc:  # an unreadable --tables-file, local or remote
         parser.error(f"{args.tables_file}: {first_line(exc)}")
-    options = VacuumOptions(
-        inventory_table=args.inventory_table,
-        inventory_date=args.inventory_date,
-        max_inventory_age_hours=args.max_inventory_age_hours,
-        retain_hours=args.retain_hours,
-        force_retention=args.force_retention,
-        dry_run=args.dry_run,
-        audit_table=args.audit_table,
-        min_coverage=args.min_coverage,
-        delete=DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
-                              endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions),
-    )
     refused = False
     try:
-        report = BatchVacuum(spark, options).execute(targets, args.include, args.exclude)
+        report = BatchVacuum(spark, options).execute(tables)
     except RunRefused as refusal:
         print(f"error: run refused: {refusal}", file=sys.stderr)
         report, refused = refusal.report, True
@@ -104,3 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         write_text(spark, args.report, report.to_json() + "\n")
     return 0 if report.ok and not refused else 1
 
+
+def _as_flag(exc: ValueError, prefix: str) -> str:
+    """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
+    name, _, rest = str(exc).partition(" ")
+    return f"{prefix}{name.replace('_', '-')} {rest}"

@@ -22,22 +22,21 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.audit import AuditAction
 from lakeio.cli import LOG_FORMAT
+from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
 
 log = logging.getLogger(__name__)
-DELETED, ALREADY_ABSENT, FAILED = "deleted", "already_absent", "failed"
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
                              "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
-OUTCOME_SCHEMA = "table_root string, path string, length long, modificationTime long, action string, " \
-                 "error string, at_ms long"
 
 
 @dataclass(frozen=True)
@@ -73,18 +72,19 @@ class Target:
 @dataclass(frozen=True)
 class Outcome:
     target: Target
-    action: str
+    action: AuditAction
     error: str | None
     at_ms: int
 
     def row(self) -> tuple:
         t = self.target
-        return (t.table_root, t.path, t.length, t.modification_time, self.action, self.error, self.at_ms)
+        return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms)
 
 
 def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings) -> DataFrame:
     """Delete every target (table_root, path, length, modificationTime[, version_ids]); one outcome row each."""
-    columns = ["table_root", "path", "length", "modificationTime"]
+    CANDIDATES.check(targets)
+    columns = CANDIDATES.columns
     if "version_ids" not in targets.columns:
         targets = targets.withColumn("version_ids", F.array().cast("array<string>"))
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
@@ -95,12 +95,12 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
     outcomes = on_executors.select(*columns, "version_ids").repartition(slices).rdd.mapPartitions(
         lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace))
     )
-    result = spark.createDataFrame(outcomes, OUTCOME_SCHEMA)
+    result = spark.createDataFrame(outcomes, OUTCOMES.schema)
     elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns, "version_ids")
     if elsewhere.take(1):
         storage = Storage(spark)
         driver_rows = [o.row() for o in delete_with_hadoop(storage, (_target(r) for r in elsewhere.toLocalIterator()))]
-        result = result.unionByName(spark.createDataFrame(driver_rows, OUTCOME_SCHEMA))
+        result = result.unionByName(spark.createDataFrame(driver_rows, OUTCOMES.schema))
     return result
 
 
@@ -110,7 +110,8 @@ def _target(row) -> Target:
 
 def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float) -> Iterator[Outcome]:
     """One executor task's share; its tally goes to the executor's log."""
-    s3_targets, local_targets = [], []
+    s3_targets: list[Target] = []
+    local_targets: list[Target] = []
     for row in rows:
         target = _target(row)
         (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
@@ -142,12 +143,12 @@ def delete_local(targets: Iterable[Target]) -> Iterator[Outcome]:
         local = uris.local_path(target.path)
         try:
             os.remove(local)
-            yield Outcome(target, DELETED, None, _now_ms())
+            yield Outcome(target, AuditAction.DELETED, None, _now_ms())
         except FileNotFoundError:
-            yield Outcome(target, ALREADY_ABSENT, None, _now_ms())
+            yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
             continue
         except OSError as exc:
-            yield Outcome(target, FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
+            yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
             continue
         _prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
 
@@ -166,11 +167,11 @@ def delete_with_hadoop(storage: Storage, targets: Iterable[Target]) -> Iterator[
     for target in targets:
         try:
             if storage.delete(target.path):
-                yield Outcome(target, DELETED, None, _now_ms())
+                yield Outcome(target, AuditAction.DELETED, None, _now_ms())
             else:
-                yield Outcome(target, ALREADY_ABSENT, None, _now_ms())
+                yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
         except Exception as exc:
-            yield Outcome(target, FAILED, str(exc).splitlines()[0][:300], _now_ms())
+            yield Outcome(target, AuditAction.FAILED, str(exc).splitlines()[0][:300], _now_ms())
 
 
 class S3BatchDeleter:
@@ -208,10 +209,10 @@ class S3BatchDeleter:
         for target in targets:
             bucket, _, key = target.path[len("s3://"):].partition("/")
             if self.settings.purge_versions and target.version_ids:
-                entries = [{"Key": key, "VersionId": v} for v in target.version_ids]
+                keys = [{"Key": key, "VersionId": v} for v in target.version_ids]
             else:
-                entries = [{"Key": key}]
-            by_bucket.setdefault(bucket, []).extend((entry, target) for entry in entries)
+                keys = [{"Key": key}]
+            by_bucket.setdefault(bucket, []).extend((entry, target) for entry in keys)
         for bucket, entries in by_bucket.items():
             yield from self._delete_bucket(bucket, entries)
 
@@ -224,12 +225,13 @@ class S3BatchDeleter:
         size = self.settings.batch_size
         for start in range(0, len(entries), size):
             batch = entries[start:start + size]
-            for entry, target, error in self._delete_batch(bucket, batch):
+            for _entry, target, error in self._delete_batch(bucket, batch):
                 if error:
                     errors[target] = error
                 remaining[target] -= 1
                 if remaining[target] == 0:
-                    yield Outcome(target, FAILED if target in errors else DELETED, errors.get(target), _now_ms())
+                    action = AuditAction.FAILED if target in errors else AuditAction.DELETED
+                    yield Outcome(target, action, errors.get(target), _now_ms())
 
     def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]) -> Iterator[tuple[dict, Target, str | None]]:
         pending = list(batch)

@@ -1,11 +1,10 @@
 """Diffing the inventory against the keep sets of many tables in one set of Spark jobs.
 
-Each inventory row belongs to the table that owns it (see ownership), so a row under a
-Delta table nested inside a target, or under a neighbour whose name extends it, is
-never the target's. An owned row is then one of: ``kept`` (the log needs it; ``live``
-says whether the current snapshot does or only a tombstone), ``hidden``,
-``too_recent`` (modified at or after the cutoff), ``dir`` (a folder marker) or
-``candidate``.
+Each inventory row belongs to the table that owns it (see deltalog.ownership), so a row
+under a Delta table nested inside a target, or under a neighbour whose name extends it,
+is never the target's. An owned row then falls in one category (deltalog.policy):
+``kept`` (the log needs it; ``live`` says whether the current snapshot does or only a
+tombstone), ``hidden``, ``too_recent``, ``dir`` or ``candidate``.
 """
 
 from __future__ import annotations
@@ -18,34 +17,20 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakeio import uris
-from vacuum_jobs import gates
-from vacuum_jobs.keep import hidden, hidden_pattern, keep_set, needed
-from vacuum_jobs.log_replay import TableState, unresolvable
-from vacuum_jobs.ownership import with_owner
+from lakeio.deltalog.keep import needed
+from lakeio.deltalog.ownership import with_owner
+from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
+from lakeio.deltalog.replay import unresolvable
+from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS
+from lakeio.uris import TableRoot
+from vacuum_jobs.report import TableCounts
 
 MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report
 
 
-@dataclass(frozen=True)
-class TablePolicy:
-    table_root: str  # canonical
-    cutoff_ms: int
-    partition_names: tuple[str, ...]  # logical and physical partition column names
-    hidden_names: tuple[str, ...] = ()  # segment names hidden at any depth (UniForm metadata)
-
-    @classmethod
-    def for_state(cls, state: TableState, cutoff_ms: int) -> TablePolicy:
-        """The policy a table's own log implies; ValueError when it uses a UniForm format we do not know."""
-        return cls(state.table_root, cutoff_ms, gates.partition_folder_names(state), gates.uniform_hidden_names(state))
-
-    @property
-    def hidden_pattern(self) -> str:
-        return hidden_pattern(self.partition_names, self.hidden_names)
-
-
 @dataclass
 class TablePlan:
-    counts: dict[str, int] = field(default_factory=dict)  # e.g. candidate_files, candidate_bytes
+    counts: TableCounts = field(default_factory=TableCounts)
     missing: list[str] = field(default_factory=list)  # sample of live files absent from the inventory
     old_live_files: int = 0  # live files written before the inventory was taken
 
@@ -53,14 +38,14 @@ class TablePlan:
     def coverage(self) -> float | None:
         if not self.old_live_files:
             return None
-        return 1 - self.counts.get("missing_files", 0) / self.old_live_files
+        return 1 - self.counts.missing_files / self.old_live_files
 
 
 @dataclass
 class Plan:
-    tables: dict[str, TablePlan]
-    candidates: DataFrame  # table_root, path, length, modificationTime
-    refused: dict[str, str] = field(default_factory=dict)  # canonical root -> why its log cannot be trusted
+    tables: dict[TableRoot, TablePlan]
+    candidates: DataFrame  # shapes.CANDIDATES
+    refused: dict[TableRoot, str] = field(default_factory=dict)  # why its log cannot be trusted
     cached: tuple[DataFrame, ...] = ()
 
     def release(self) -> None:
@@ -68,7 +53,6 @@ class Plan:
             frame.unpersist()
 
 
-CATEGORIES = ("dir", "kept", "hidden", "too_recent", "candidate")
 
 
 def plan_tables(
@@ -80,12 +64,14 @@ def plan_tables(
     ``inventory`` holds every row of one inventory date (all versions, every configuration:
     ``path``, ``length``, ``isDir``, ``modificationTime``, ``is_latest``, ``is_delete_marker``);
     ``files`` are reconciled log actions with their ``problem`` column (see
-    log_replay); ``other_roots`` are every other Delta table root known (nested tables and
+    deltalog.replay); ``other_roots`` are every other Delta table root known (nested tables and
     neighbours own their own rows). The inventory rows and the log facts meet in one
     aggregation per (table, path), and one aggregation per table yields every count. A table
     whose log names a file we cannot resolve lands in ``refused``. With ``cache`` the
     classified paths are kept for the deletes that follow; a dry run needs nothing cached.
     """
+    INVENTORY_ROWS.check(inventory)
+    FILE_ACTIONS.check(files)
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
                          [p.table_root for p in policies] + list(other_roots), inventory_as_of_ms)
@@ -98,46 +84,10 @@ def plan_tables(
         classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms)
     refused = unresolvable(files.where(F.col("table_root").isin(unresolved))) if unresolved else {}
-    if any(plan.counts["missing_files"] for plan in plans.values()):
+    if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
-    candidates = classified.where(F.col("category") == "candidate").select(
-        "table_root", "path", "length", "modificationTime")
+    candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns)
     return Plan(plans, candidates, refused, (classified,) if cache else ())
-
-
-def hidden_patterns(policies: list[TablePolicy]) -> list[str]:
-    """The distinct hidden-path patterns of ``policies`` (usually one): ``hidden_rule`` indexes it."""
-    return sorted({p.hidden_pattern for p in policies})
-
-
-def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
-    """``table_id`` (the index in ``policies``), ``table_root``, ``cutoff_ms`` and ``hidden_rule``
-    (see :func:`hidden_patterns`) per table."""
-    patterns = hidden_patterns(policies)
-    return spark.createDataFrame(
-        [(i, p.table_root, p.cutoff_ms, patterns.index(p.hidden_pattern)) for i, p in enumerate(policies)],
-        "table_id int, table_root string, cutoff_ms long, hidden_rule int",
-    )
-
-
-def category(relative: Column, patterns: list[str]) -> Column:
-    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``modificationTime``
-    and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its path below the table root."""
-    return (
-        F.when(F.col("isDir"), "dir")
-        .when(F.col("live").isNotNull(), "kept")
-        .when(hidden(relative, F.col("hidden_rule"), patterns), "hidden")
-        .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")), "too_recent")
-        .otherwise("candidate")
-    )
-
-
-def classify(owned: DataFrame, files: DataFrame, patterns: list[str]) -> DataFrame:
-    """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
-    ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
-    relative = F.expr("substring(path, length(table_root) + 2)")
-    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
-        "category", category(relative, patterns))
 
 
 def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int) -> DataFrame:
@@ -188,7 +138,7 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
 
 
 def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: int
-                  ) -> tuple[dict[str, TablePlan], list[str]]:
+                  ) -> tuple[dict[TableRoot, TablePlan], list[TableRoot]]:
     """Every count of the report, per table, in one aggregation; and the tables whose log names a
     file we cannot resolve (their plans are dropped)."""
     def files_and_bytes(name: str, condition: Column, size: str) -> list[Column]:
@@ -196,7 +146,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
                 F.coalesce(F.sum(F.when(condition, F.col(size))), F.lit(0)).alias(f"{name}_bytes")]
 
     log_live, tombstone = F.col("log_live"), F.col("log_tombstone")
-    counts = [c for name in CATEGORIES for c in files_and_bytes(name, F.col("category") == name, "length")]
+    counts = [c for name in Category for c in files_and_bytes(name.value, F.col("category") == name.value, "length")]
     counts += files_and_bytes("live", log_live, "log_size")
     counts += files_and_bytes("tombstone", ~log_live & tombstone, "log_size")
     counts += [
@@ -205,8 +155,6 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         F.sum("problems").alias("problems"),
     ]
     plans = {p.table_root: TablePlan() for p in policies}
-    for p in plans.values():
-        p.counts["missing_files"] = 0
     unresolved = []
     for row in classified.groupBy("table_root").agg(*counts).collect():
         if row["problems"]:
@@ -215,11 +163,11 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
             continue
         plan = plans[row["table_root"]]
         plan.old_live_files = row["old_live"]
-        plan.counts.update({name: row[name] for name in row.asDict() if name.endswith(("_files", "_bytes"))})
+        plan.counts = TableCounts(**{name: row[name] for name in row.asDict() if name.endswith(("_files", "_bytes"))})
     return plans, unresolved
 
 
-def _missing_sample(classified: DataFrame, plans: dict[str, TablePlan]) -> None:
+def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) -> None:
     """The first live files written before the inventory was taken that it does not list."""
     missing = classified.where(F.col("log_old_live") & ~F.col("present")).select("table_root", "path")
     first = Window.partitionBy("table_root").orderBy("path")

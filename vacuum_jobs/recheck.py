@@ -17,18 +17,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.deltalog.keep import keep_set
+from lakeio.deltalog.replay import replay_logs
+from lakeio.deltalog.segments import LogSegment, log_segments
 from lakeio.storage import Storage
-from vacuum_jobs.keep import keep_set
-from vacuum_jobs.log_replay import replay_logs
-from vacuum_jobs.log_segment import LogSegment, log_segments
+from lakeio.uris import TableRoot
 
 _EVERY_TOMBSTONE = -(2 ** 63)  # a cutoff before every deletion: every action of the new commits counts
 
 
 @dataclass
 class Recheck:
-    moved: dict[str, tuple[int, int]] = field(default_factory=dict)  # canonical root -> (planned, now)
-    refused: dict[str, str] = field(default_factory=dict)  # canonical root -> why it must not delete now
+    moved: dict[TableRoot, tuple[int, int]] = field(default_factory=dict)  # (planned version, now)
+    refused: dict[TableRoot, str] = field(default_factory=dict)  # why it must not delete now
     referenced: DataFrame | None = None  # (table_root, path) of every file the new commits name
 
     def without_referenced(self, candidates: DataFrame) -> DataFrame:
@@ -43,13 +44,13 @@ def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int])
     result = Recheck()
     segments, failures = log_segments(storage, list(planned))
     for root, reason in failures.items():
-        result.refused[uris.canonical(root)] = f"log changed since planning and cannot be listed: {reason}"
+        result.refused[uris.table_root(root)] = f"log changed since planning and cannot be listed: {reason}"
     since: list[LogSegment] = []
     for segment in segments:
         before = planned[segment.table_root]
         if segment.version == before:
             continue
-        root = uris.canonical(segment.table_root)
+        root = segment.root
         result.moved[root] = (before, segment.version)
         if segment.version < before:
             result.refused[root] = f"log went back from version {before} to {segment.version} since planning"

@@ -3,39 +3,63 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import date, datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.audit import AUDIT_COLUMNS, FINAL_STATUSES, AuditAction, TableStatus
 from lakeio.delta_write import write_delta
+from lakeio.shapes import OUTCOMES
 from lakeio.text import human_bytes, shorten
 
-STATUSES = ("vacuumed", "dry_run", "skipped", "refused", "failed")
-COUNT_FIELDS = (
-    "live_files", "live_bytes", "tombstone_files", "tombstone_bytes", "candidate_files", "candidate_bytes",
-    "deleted_files", "deleted_bytes", "already_absent_files", "already_absent_bytes", "failed_files",
-    "failed_bytes", "missing_files", "too_recent_files", "too_recent_bytes", "hidden_files", "hidden_bytes",
-    "kept_files", "kept_bytes",  # inventory rows the log still needs (live files, kept tombstones)
-    "dir_files", "dir_bytes",  # folder markers the inventory lists
-    "named_since_planning_files",  # candidates a commit made after planning named again: kept
-)
-# Every report carries every count, so that monitors can rely on the keys (schemas/vacuum-report.schema.json).
+
+@dataclass
+class TableCounts:
+    """Files and bytes per outcome of one table. Every report carries every count, so that
+    monitors can rely on the keys (schemas/vacuum-report.schema.json)."""
+
+    live_files: int = 0
+    live_bytes: int = 0
+    tombstone_files: int = 0
+    tombstone_bytes: int = 0
+    candidate_files: int = 0
+    candidate_bytes: int = 0
+    deleted_files: int = 0
+    deleted_bytes: int = 0
+    already_absent_files: int = 0
+    already_absent_bytes: int = 0
+    failed_files: int = 0
+    failed_bytes: int = 0
+    missing_files: int = 0
+    too_recent_files: int = 0
+    too_recent_bytes: int = 0
+    hidden_files: int = 0
+    hidden_bytes: int = 0
+    kept_files: int = 0  # inventory rows the log still needs (live files, kept tombstones)
+    kept_bytes: int = 0
+    dir_files: int = 0  # folder markers the inventory lists
+    dir_bytes: int = 0
+    named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
 
 @dataclass
 class TableReport:
     table: str
-    status: str = "pending"  # until the run decides; then one of STATUSES
+    status: TableStatus = TableStatus.PENDING
     reason: str | None = None
     version: int | None = None
     retention_hours: float | None = None
     cutoff: str | None = None  # ISO-8601 UTC
     dry_run: bool = False
     coverage: float | None = None  # share of live files older than the inventory that it lists
-    counts: dict[str, int] = field(default_factory=lambda: {name: 0 for name in COUNT_FIELDS})
+    counts: TableCounts = field(default_factory=TableCounts)
     missing: list[str] = field(default_factory=list)  # sample of live files absent from storage
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
 
@@ -49,20 +73,24 @@ class RunReport:
     dry_run: bool
     tables: list[TableReport] = field(default_factory=list)
     elapsed_seconds: float = 0.0
+    # Per planned file: table_root, path, length, modificationTime, action (AuditAction), error,
+    # at_ms. Deletes ran once already; reading it again never deletes. None when nothing was planned.
+    outcomes: DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
-        return not any(t.status in ("refused", "failed") for t in self.tables)
+        return not any(t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
     def totals(self) -> dict:
-        totals = {name: sum(t.counts.get(name, 0) for t in self.tables) for name in COUNT_FIELDS}
+        totals = {name: sum(getattr(t.counts, name) for t in self.tables) for name in TableCounts.names()}
         totals["tables"] = len(self.tables)
-        for status in STATUSES:
+        for status in FINAL_STATUSES:
             totals[f"tables_{status}"] = sum(1 for t in self.tables if t.status == status)
         return totals
 
     def to_dict(self) -> dict:
-        doc = asdict(self)
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "outcomes"}
+        doc["tables"] = [asdict(t) for t in self.tables]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)
         doc["totals"] = self.totals()
         return doc
@@ -76,7 +104,7 @@ class RunReport:
         prefix = uris.common_folder([r.table for r in self.tables])
         lines = [
             f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
-            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in STATUSES) + ")"
+            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in FINAL_STATUSES) + ")"
             + (f" under {prefix}" if prefix else ""),
             f"{'status':<9} {'table':<40} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
             f"{'recent':>7} {'missing':>8}",
@@ -84,10 +112,10 @@ class RunReport:
         for r in self.tables:
             c = r.counts
             lines.append(
-                f"{r.status:<9} {shorten(r.table.removeprefix(prefix), 40):<40} {c['candidate_files']:>11,} "
-                f"{c['deleted_files']:>9,} "
-                f"{human_bytes(c['deleted_bytes'] if not r.dry_run else c['candidate_bytes']):>10} "
-                f"{c['tombstone_files']:>9,} {c['too_recent_files']:>7,} {c['missing_files']:>8,}"
+                f"{r.status:<9} {shorten(r.table.removeprefix(prefix), 40):<40} {c.candidate_files:>11,} "
+                f"{c.deleted_files:>9,} "
+                f"{human_bytes(c.deleted_bytes if not r.dry_run else c.candidate_bytes):>10} "
+                f"{c.tombstone_files:>9,} {c.too_recent_files:>7,} {c.missing_files:>8,}"
             )
             if r.reason:
                 lines.append(f"          reason: {r.reason}")
@@ -99,12 +127,6 @@ class RunReport:
         return "\n".join(lines)
 
 
-AUDIT_COLUMNS = (
-    "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
-    "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date"
-)
-
-
 def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_ms: int,
                 outcomes: DataFrame | None) -> None:
     """Append the run to the audit table: one row per table (``path`` null, ``action``
@@ -113,12 +135,13 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
     per_table = [
-        (run.run_id, uris.canonical(t.table), t.version, None, None, None, f"table_{t.status}", t.reason,
+        (run.run_id, uris.canonical(t.table), t.version, None, None, None, AuditAction.for_table(t.status).value, t.reason,
          started, inventory_day, t.retention_hours, started.date())
         for t in run.tables
     ]
     rows = spark.createDataFrame(per_table, AUDIT_COLUMNS)
     if outcomes is not None:
+        OUTCOMES.check(outcomes)
         facts = spark.createDataFrame(
             [(uris.canonical(t.table), t.version, t.retention_hours) for t in run.tables],
             "table_root string, table_version long, retention_hours double")

@@ -1,8 +1,8 @@
 """Which tables a run vacuums, with their per-table overrides.
 
 Three sources: ``--table`` URIs, a ``--tables-file`` (YAML or JSON), or ``--discover``
-(every Delta table root the inventory shows, filtered by globs). A tables file is a
-list of URIs or of objects::
+(every Delta table root the inventory shows, filtered by globs: :class:`Discover`). A
+tables file is a list of URIs or of objects::
 
     - table: s3://lake/sales/orders
       retain_hours: 336        # optional, default: the table's own setting
@@ -13,10 +13,9 @@ list of URIs or of objects::
 from __future__ import annotations
 
 import fnmatch
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from lakeio import uris
 from lakeio.documents import load_document
@@ -28,14 +27,41 @@ class TargetsError(ValueError):
 
 @dataclass(frozen=True)
 class TableTarget:
-    table_root: str  # as the user spelled it, made a full URI
+    """One table to vacuum: ``uri`` as the user spelled it (made a full URI; storage is
+    listed there), ``root`` the canonical key every step of the run uses."""
+
+    uri: str
     retain_hours: float | None = None
     enabled: bool = True
     dry_run: bool | None = None
 
+    @property
+    def root(self) -> uris.TableRoot:
+        return uris.table_root(self.uri)
 
-def from_uris(table_uris: list[str]) -> list[TableTarget]:
-    return _dedupe([TableTarget(uris.to_uri(u)) for u in table_uris])
+
+@dataclass(frozen=True)
+class Discover:
+    """Every Delta table the inventory shows whose root matches an ``include`` glob (default:
+    all) and no ``exclude`` glob."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def targets(self, roots: list[uris.TableRoot]) -> list[TableTarget]:
+        chosen = [
+            root for root in roots
+            if (not self.include or any(fnmatch.fnmatchcase(root, g) for g in self.include))
+            and not any(fnmatch.fnmatchcase(root, g) for g in self.exclude)
+        ]
+        return [TableTarget(root) for root in chosen]
+
+
+def as_targets(tables: Sequence[str | os.PathLike | TableTarget]) -> list[TableTarget]:
+    """Table URIs (or targets with their own settings), checked for duplicates."""
+    if isinstance(tables, (str, bytes)) or not isinstance(tables, (list, tuple)):
+        raise TargetsError(f"tables must be a list of table URIs or a Discover(...), not {tables!r}")
+    return _dedupe([t if isinstance(t, TableTarget) else TableTarget(uris.to_uri(os.fspath(t))) for t in tables])
 
 
 def from_file(path: str, text: str | None = None) -> list[TableTarget]:
@@ -67,34 +93,11 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
     return _dedupe(found)
 
 
-def delta_roots(inventory: DataFrame) -> list[str]:
-    """Canonical roots of every Delta table the inventory shows (folders holding ``_delta_log/``)."""
-    roots = (
-        inventory.where(F.col("path").contains("/_delta_log/"))
-        .select(F.regexp_extract(uris.canonical_col(F.col("path")), r"^(.*?)/_delta_log/", 1).alias("root"))
-        .where(F.col("root") != "")
-        .distinct()
-        .collect()
-    )
-    return sorted(r["root"] for r in roots)
-
-
-def discovered(roots: list[str], include: list[str] | None, exclude: list[str] | None) -> list[TableTarget]:
-    """Roots matching any include glob (default: all) and no exclude glob."""
-    chosen = [
-        root for root in roots
-        if (not include or any(fnmatch.fnmatchcase(root, g) for g in include))
-        and not any(fnmatch.fnmatchcase(root, g) for g in exclude or [])
-    ]
-    return [TableTarget(root) for root in chosen]
-
-
 def _dedupe(targets: list[TableTarget]) -> list[TableTarget]:
     seen, out = set(), []
     for target in targets:
-        key = uris.canonical(target.table_root)
-        if key in seen:
-            raise TargetsError(f"table {target.table_root} is listed twice")
-        seen.add(key)
+        if target.root in seen:
+            raise TargetsError(f"table {target.uri} is listed twice")
+        seen.add(target.root)
         out.append(target)
     return out

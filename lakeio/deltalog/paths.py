@@ -54,7 +54,9 @@ def resolve(table_root: str, log_path: str) -> str:
 
 
 def _split(canonical_uri: str) -> tuple[str, str]:
-    prefix = re.match(_PREFIX, canonical_uri).group(1)
+    match = re.match(_PREFIX, canonical_uri)
+    assert match is not None, canonical_uri  # every canonical URI has a scheme
+    prefix = match.group(1)
     return prefix, canonical_uri[len(prefix):]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from vacuum_jobs.log_replay import TableState
+from lakeio.deltalog.replay import TableState
 
 DEFAULT_RETENTION_HOURS = 7 * 24.0  # Delta's default delta.deletedFileRetentionDuration
 

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-
 NOT_HIDDEN = ("_change_data", "_delta_index")
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -81,7 +80,7 @@ def keep_set(files: DataFrame) -> DataFrame:
     """``(table_root, path, live)`` of every data or deletion-vector file the tables still need;
     ``live`` when the current snapshot needs it, false when only a kept tombstone does.
 
-    ``files`` are reconciled actions (see log_replay) with their table's ``cutoff_ms``.
+    ``files`` are reconciled actions (see deltalog.replay) with their table's ``cutoff_ms``.
     """
     kept = files.where(needed()).withColumn("live", F.col("kind") == "add")
     data = kept.select("table_root", "path", "live")

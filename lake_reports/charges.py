@@ -27,25 +27,31 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
+from inventory_etl.contract import (
+    PARTITION_COLUMNS,
+    InventoryUnavailable,
+    current_objects,
+    inventory_snapshot,
+    one_row_per_object,
+    read_inventory,
+)
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio import uris
-from lakeio.delta_read import partition_values
+from lakeio.deltalog import gates
+from lakeio.deltalog.ownership import delta_roots, with_owner
+from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
+from lakeio.deltalog.replay import Replay, read_logs
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc
-from vacuum_jobs import gates
-from vacuum_jobs.log_replay import Replay, replay_logs
-from vacuum_jobs.log_segment import log_segments
-from vacuum_jobs.plan import TablePolicy, classify, hidden_patterns, policy_frame
-from vacuum_jobs.ownership import with_owner
-from vacuum_jobs.targets import delta_roots
+from lakeio.uris import TableRoot
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +120,7 @@ class ChargebackResult:
     cells: list[Cell] = field(default_factory=list)
     bucket_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # from the inventory itself
     trend: list[TrendPoint] = field(default_factory=list)
-    unreadable: dict[str, str] = field(default_factory=dict)  # table root -> why its log could not be read
+    unreadable: dict[TableRoot, str] = field(default_factory=dict)  # why its log could not be read
     elapsed_seconds: float = 0.0
 
     @property
@@ -150,8 +156,8 @@ class ChargebackResult:
         points: dict[tuple, list[TrendPoint]] = defaultdict(list)
         for point in self.trend:
             points[(point.bucket, point.table)].append(point)
-        for key, charge in found.items():
-            series = sorted(points.get(key, []), key=lambda p: p.inventory_date)
+        for owner, charge in found.items():
+            series = sorted(points.get(owner, []), key=lambda p: p.inventory_date)
             if len(series) >= 2:
                 days = (date.fromisoformat(series[-1].inventory_date) - date.fromisoformat(series[0].inventory_date)).days
                 charge.growth_bytes = series[-1].bytes - series[0].bytes
@@ -235,6 +241,12 @@ class ChargebackResult:
         return "\n".join(lines)
 
 
+def chargeback(spark: SparkSession, inventory_table: str, **settings: Any) -> ChargebackResult:
+    """Who stores what, where, at what cost: every object of one inventory date split by table,
+    category and storage class. ``settings`` are :class:`ChargebackOptions`' other fields."""
+    return Chargeback(spark, ChargebackOptions(inventory_table, **settings)).execute()
+
+
 class Chargeback:
     """One action: load the inventory date, find the tables, replay their logs, split, price, trend."""
 
@@ -246,11 +258,15 @@ class Chargeback:
     def execute(self) -> ChargebackResult:
         started = time.monotonic()
         now_ms = self.options.now_ms or int(time.time() * 1000)
-        day, dates = self._choose_date()
+        try:
+            inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date)
+        except InventoryUnavailable as exc:
+            raise ChargebackError(str(exc)) from None
+        day = inventory.day
         result = ChargebackResult(uris.to_uri(self.options.inventory_table), day.isoformat(),
                                   iso_utc(now_ms),
                                   dict(self.options.prices))
-        rows = read_inventory(self.spark, self.options.inventory_table, day).select(
+        rows = one_row_per_object(inventory.rows).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", "modificationTime", "isDir",
             "is_latest", "is_delete_marker", "storage_class")
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read by discovery, the split and the totals
@@ -264,26 +280,13 @@ class Chargeback:
             result.bucket_totals = self._bucket_totals(rows)
         finally:
             rows.unpersist()
-        result.trend = self._trend(day, dates, roots)
+        result.trend = self._trend(day, inventory.dates, roots)
         result.elapsed_seconds = time.monotonic() - started
         return result
 
-    def _choose_date(self) -> tuple[date, set[date]]:
-        table = self.options.inventory_table
-        try:
-            dates = partition_values(table, PARTITION_COLUMNS[0])
-        except Exception as exc:
-            raise ChargebackError(str(exc)) from None
-        day = self.options.inventory_date or (max(dates) if dates else None)
-        if day is None or day not in dates:
-            raise ChargebackError(f"{table}: no inventory for {day or 'any date'}")
-        return day, dates
-
-    def _replay_logs(self, roots: list[str], result: ChargebackResult) -> Replay:
+    def _replay_logs(self, roots: list[TableRoot], result: ChargebackResult) -> Replay:
         self.progress(f"replaying {len(roots)} log(s)")
-        segments, failures = log_segments(Storage(self.spark), roots)
-        replay = replay_logs(self.spark, segments)
-        result.unreadable.update(failures)
+        replay = read_logs(self.spark, Storage(self.spark), roots)
         result.unreadable.update(replay.failures)
         return replay
 
@@ -302,7 +305,7 @@ class Chargeback:
                 result.unreadable[root] = str(exc)
         return policies
 
-    def _split(self, rows: DataFrame, roots: list[str], policies: list[TablePolicy], replay: Replay) -> list[Cell]:
+    def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay) -> list[Cell]:
         self.progress("splitting every object by table, category and storage class")
         tables = policy_frame(self.spark, policies)
         files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
@@ -314,9 +317,9 @@ class Chargeback:
             .when(F.col("table_root").isNull(), "untracked")
             .when(F.col("cutoff_ms").isNull(), "unclassified")
             .when(relative.startswith("_delta_log/"), "log")
-            .when((F.col("category") == "kept") & F.col("live"), "live")
-            .when(F.col("category") == "kept", "time_travel")
-            .when(F.col("category") == "candidate", "reclaimable")
+            .when((F.col("category") == Category.KEPT.value) & F.col("live"), "live")
+            .when(F.col("category") == Category.KEPT.value, "time_travel")
+            .when(F.col("category") == Category.CANDIDATE.value, "reclaimable")
             .otherwise("other")
         )
         split = classify(owned, files, hidden_patterns(policies)).select(
@@ -340,7 +343,7 @@ class Chargeback:
                                                 F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()
         }
 
-    def _trend(self, day: date, dates: set[date], roots: list[str]) -> list[TrendPoint]:
+    def _trend(self, day: date, dates: frozenset[date], roots: list[TableRoot]) -> list[TrendPoint]:
         """Bytes per table on every inventory date of the window, attributed to today's table roots."""
         since = day - timedelta(days=self.options.trend_days)
         window = sorted(d for d in dates if since <= d <= day)

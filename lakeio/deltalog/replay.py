@@ -8,16 +8,17 @@ caller's own pass: for each (table, path, deletion vector id) the newest action 
 Log reads are exact or the table is refused: paths are read literally (no globbing),
 corrupt or missing files are never skipped whatever the cluster sets, every checkpoint
 part and sidecar must yield actions, and every file an action names must resolve (see
-log_paths). If a combined read fails, each table is read alone so that one broken log
+paths). If a combined read fails, each table is read alone so that one broken log
 only fails its own table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -30,10 +31,13 @@ from pyspark.sql.types import (
 )
 
 from lakeio import uris
+from lakeio.deltalog.keep import dv_relative_path_col
+from lakeio.deltalog.paths import is_plain, with_resolved
+from lakeio.deltalog.segments import LogSegment, log_segments
+from lakeio.shapes import FILE_ACTIONS
+from lakeio.storage import Storage
 from lakeio.text import first_line
-from vacuum_jobs.keep import dv_relative_path_col
-from vacuum_jobs.log_paths import is_plain, with_resolved
-from vacuum_jobs.log_segment import LogSegment
+from lakeio.uris import TableRoot
 
 KNOWN_DV_STORAGE_TYPES = ("u", "p", "i")  # PROTOCOL.md "Deletion Vector Descriptor Schema"
 
@@ -76,7 +80,7 @@ ACTIONS_SCHEMA = StructType([
 class TableState:
     """What one table's snapshot says about itself (the file lists stay in Spark)."""
 
-    table_root: str
+    table_root: TableRoot
     version: int
     min_reader_version: int | None
     min_writer_version: int | None
@@ -89,9 +93,19 @@ class TableState:
 
 @dataclass
 class Replay:
-    states: dict[str, TableState]  # by canonical table root
-    failures: dict[str, str]  # canonical table root -> why its log could not be read
-    files: DataFrame  # reconciled file actions of the readable tables (see _file_actions); not cached
+    states: dict[TableRoot, TableState]
+    failures: dict[TableRoot, str]  # why its log could not be read
+    files: DataFrame  # shapes.FILE_ACTIONS of the readable tables; not cached
+    versions: dict[TableRoot, int] = field(default_factory=dict)  # the newest version listed
+
+
+def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str], check_paths: bool = True) -> Replay:
+    """List each table's ``_delta_log/`` and replay its newest snapshot: how every job reads
+    many logs. A table whose log cannot be listed or read lands in ``failures``."""
+    segments, unlisted = log_segments(storage, table_roots)
+    replay = replay_logs(spark, segments, check_paths)
+    replay.failures.update({uris.table_root(root): why for root, why in unlisted.items()})
+    return replay
 
 
 # Delta never lets a cluster's spark.sql.files.ignoreCorruptFiles / ignoreMissingFiles skip a
@@ -105,10 +119,11 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     One small Spark job reads every log file for what describes the table (protocol,
     metaData, sidecars, malformed lines, rows per file); ``files`` reads them again, lazily,
     for the add and remove actions. With ``check_paths``, one more job moves the tables
-    whose actions name files we cannot resolve into ``failures``; without it ``files``
-    keeps a ``problem`` column for the caller to fold into its own pass.
+    whose actions name files we cannot resolve into ``failures``; without it the caller
+    folds the ``problem`` column into its own pass.
     """
-    failures: dict[str, str] = {}
+    failures: dict[TableRoot, str] = {}
+    versions = {s.root: s.version for s in segments}
     try:
         catalog = _summarized(spark, segments)
     except Exception:
@@ -117,16 +132,16 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
             try:
                 catalog += _summarized(spark, [segment])
             except Exception as exc:
-                failures[uris.canonical(segment.table_root)] = f"cannot read a log file: {first_line(exc)}"
+                failures[segment.root] = f"cannot read a log file: {first_line(exc)}"
     failures.update(_read_problems(catalog))
     catalog = [f for f in catalog if f.table_root not in failures]
-    segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
-    files = _file_actions(_actions(spark, catalog)) if catalog else spark.createDataFrame([], _FILES_SCHEMA)
+    segments = [s for s in segments if s.root not in failures]
+    files = _file_actions(_actions(spark, catalog)) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
     if check_paths:
         failures.update(unresolvable(files))
-        segments = [s for s in segments if uris.canonical(s.table_root) not in failures]
-        files = files.where(~F.col("table_root").isin(list(failures))).drop("problem") if failures else files.drop("problem")
-    return Replay(_table_states(catalog, segments), failures, files)
+        segments = [s for s in segments if s.root not in failures]
+        files = files.where(~F.col("table_root").isin(list(failures))) if failures else files
+    return Replay(_table_states(catalog, segments), failures, files, versions)
 
 
 @dataclass
@@ -134,25 +149,26 @@ class _LogFile:
     """One file of a segment, with what the summary pass found in it."""
 
     uri: str
-    table_root: str  # canonical
+    table_root: TableRoot
     version: int
     needs_rows: bool  # checkpoint parts and sidecars always hold actions: none read means it was skipped
     is_json: bool
     spelling: str | None = None  # Spark's own ``_metadata.file_path`` for it
     rows: int = 0
     corrupt: int = 0
-    protocol: object = None
-    metadata: object = None
+    protocol: Row | None = None
+    metadata: Row | None = None
     sidecars: tuple[str, ...] = ()  # as a v2 checkpoint names them
 
 
 def _log_files(segments: list[LogSegment]) -> list[_LogFile]:
     found = []
     for s in segments:
-        root = uris.canonical(s.table_root)
+        root = s.root
         found += [_LogFile(uri, root, v, False, True) for v, uri in s.commits]
-        found += [_LogFile(uri, root, s.checkpoint_version, True, True) for uri in s.checkpoint_json]
-        found += [_LogFile(uri, root, s.checkpoint_version, True, False) for uri in s.checkpoint_parquet]
+        if s.checkpoint_version is not None:
+            found += [_LogFile(uri, root, s.checkpoint_version, True, True) for uri in s.checkpoint_json]
+            found += [_LogFile(uri, root, s.checkpoint_version, True, False) for uri in s.checkpoint_parquet]
     return found
 
 
@@ -163,7 +179,7 @@ def _summarized(spark: SparkSession, segments: list[LogSegment]) -> list[_LogFil
     if not catalog:
         return []
     catalog = _summarize(spark, catalog)
-    by_root = {uris.canonical(s.table_root): s for s in segments}
+    by_root = {s.root: s for s in segments}
     sidecars = []
     for log_file in catalog:
         for relative in dict.fromkeys(log_file.sidecars):
@@ -216,10 +232,10 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
     return log_files
 
 
-def _read_problems(catalog: list[_LogFile]) -> dict[str, str]:
+def _read_problems(catalog: list[_LogFile]) -> dict[TableRoot, str]:
     """Malformed JSON lines, and checkpoint parts or sidecars that yielded no action (skipped,
     whatever the reason), by table."""
-    problems: dict[str, str] = {}
+    problems: dict[TableRoot, str] = {}
     for log_file in catalog:
         if log_file.corrupt:
             problems.setdefault(log_file.table_root, f"malformed JSON line in {log_file.uri}")
@@ -228,18 +244,18 @@ def _read_problems(catalog: list[_LogFile]) -> dict[str, str]:
     return problems
 
 
-def _table_states(catalog: list[_LogFile], segments: list[LogSegment]) -> dict[str, TableState]:
+def _table_states(catalog: list[_LogFile], segments: list[LogSegment]) -> dict[TableRoot, TableState]:
     """Newest protocol and metaData per table (each is replaced whole by a newer one)."""
-    newest: dict[tuple[str, str], tuple[int, object]] = {}
+    newest: dict[tuple[TableRoot, str], tuple[int, Row]] = {}
     for f in catalog:
         for kind, action in (("protocol", f.protocol), ("metaData", f.metadata)):
             if action is not None and newest.get((f.table_root, kind), (-1,))[0] < f.version:
                 newest[(f.table_root, kind)] = (f.version, action)
     states = {}
     for segment in segments:
-        root = uris.canonical(segment.table_root)
-        protocol = newest.get((root, "protocol"), (None, None))[1]
-        metadata = newest.get((root, "metaData"), (None, None))[1]
+        root = segment.root
+        protocol = newest[(root, "protocol")][1] if (root, "protocol") in newest else None
+        metadata = newest[(root, "metaData")][1] if (root, "metaData") in newest else None
         states[root] = TableState(
             table_root=root,
             version=segment.version,
@@ -268,20 +284,6 @@ def _actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     return reduce(DataFrame.unionByName, frames).join(F.broadcast(lookup), "file").drop("file")
 
 
-_FILES_SCHEMA = StructType([
-    StructField("table_root", StringType()),
-    StructField("kind", StringType()),
-    StructField("path", StringType()),
-    StructField("size", LongType()),
-    StructField("modification_time", LongType()),
-    StructField("deletion_timestamp", LongType()),
-    StructField("dv_storage_type", StringType()),
-    StructField("dv_path", StringType()),
-    StructField("dv_cardinality", LongType()),
-    StructField("problem", StringType()),
-])
-
-
 def _file_actions(actions: DataFrame) -> DataFrame:
     """The winning add/remove per (table, path, deletion vector), with canonical file URIs
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
@@ -290,14 +292,14 @@ def _file_actions(actions: DataFrame) -> DataFrame:
     add, remove = F.col("add"), F.col("remove")
     is_add = add.isNotNull()  # one action per row; like Delta, an add wins over a remove on a malformed one
 
-    def field(name: str) -> Column:
+    def either(name: str) -> Column:
         return F.when(is_add, add[name]).otherwise(remove[name])
 
     both = actions.select(
         "table_root", "version", F.when(is_add, "add").otherwise("remove").alias("kind"),
-        field("path").alias("raw_path"), field("size").alias("size"),
+        either("path").alias("raw_path"), either("size").alias("size"),
         add["modificationTime"].alias("modification_time"), remove["deletionTimestamp"].alias("deletion_timestamp"),
-        *[field("deletionVector")[name].alias(alias) for name, alias in (
+        *[either("deletionVector")[name].alias(alias) for name, alias in (
             ("storageType", "dv_storage_type"), ("pathOrInlineDv", "dv_path_or_inline"), ("offset", "dv_offset"),
             ("cardinality", "dv_cardinality"))],
     )
@@ -314,8 +316,7 @@ def _file_actions(actions: DataFrame) -> DataFrame:
              F.floor(F.col("order") / 2).alias("version"),
              F.when(F.col("order") % 2 == 1, "add").otherwise("remove").alias("kind"))
     dv_type = F.col("dv_storage_type")
-    columns = ["table_root", "kind", "path", "size", "modification_time", "deletion_timestamp",
-               "dv_storage_type", "dv_path", "dv_cardinality", "problem"]
+    columns = FILE_ACTIONS.columns
     # Nearly every action names a plain relative path and no deletion-vector file: those take a
     # branch Spark compiles whole; the rest go through the full resolution.
     plain = is_plain(F.col("table_root"), F.col("raw_path")) & (dv_type.isNull() | (dv_type == "i"))
@@ -326,7 +327,7 @@ def _file_actions(actions: DataFrame) -> DataFrame:
 
 
 def _resolved(winners: DataFrame) -> DataFrame:
-    """Winning actions with canonical file URIs resolved in full (see log_paths), or the problem."""
+    """Winning actions with canonical file URIs resolved in full (see deltalog.paths), or the problem."""
     dv_type, dv_text = F.col("dv_storage_type"), F.col("dv_path_or_inline")
     files = with_resolved(winners, "table_root", "raw_path", "path")
     files = with_resolved(files.withColumn("dv_absolute", F.when(dv_type == "p", dv_text)),
@@ -345,7 +346,7 @@ def _resolved(winners: DataFrame) -> DataFrame:
         F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem)))
 
 
-def unresolvable(files: DataFrame) -> dict[str, str]:
+def unresolvable(files: DataFrame) -> dict[TableRoot, str]:
     """``{table_root: why}`` for tables whose actions name a file we cannot resolve: one example each."""
     return {
         row["table_root"]: f"{row['n']} action(s) name a file that cannot be resolved, e.g. {row['problem']}"

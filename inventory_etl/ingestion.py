@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from functools import reduce
-from typing import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -92,6 +93,16 @@ class IngestResult:
 class _Accepted:
     manifest: Manifest
     rows: DataFrame  # contract columns + _problem
+
+
+def ingest(spark: SparkSession, inventory_table: str, manifests: list[str], **settings: Any) -> IngestResult:
+    """Ingest S3 Inventory deliveries (their ``manifest.json`` URIs) into ``inventory_table``.
+
+    ``settings`` are :class:`IngestInventory`'s (``path_roots``, ``verify_checksums``, ...).
+    A delivery that cannot be ingested exactly is refused and reported, never raised:
+    check ``result.refused``.
+    """
+    return IngestInventory(spark, inventory_table, **settings).execute(manifests)
 
 
 class IngestInventory:
@@ -296,6 +307,7 @@ class IngestInventory:
                     .agg(F.count(F.lit(1)).alias("n"), F.first(SOURCE_FILE).alias("file")).where(F.col("n") > 1))
         found = repeated.agg(F.sum(F.col("n") - 1).alias("duplicates"),
                              F.first(F.struct("key", "file")).alias("duplicate")).first()
+        assert found is not None  # a global aggregate has one row
         return {"duplicates": found["duplicates"] or 0, "duplicate": found["duplicate"]}
 
     def _write(self, accepted: list[_Accepted], result: IngestResult) -> None:
@@ -333,9 +345,9 @@ class IngestInventory:
                     for p in delta_read.partitions(self.inventory_table, list(PARTITION_COLUMNS))}
         except TableNotFound:
             return []
-        newest = max(date.fromisoformat(p[0]) for p in held | set(writing))
+        newest = max(date.fromisoformat(str(p[0])) for p in held | set(writing))
         oldest_kept = newest - timedelta(days=self.keep_days - 1)
-        return sorted(p for p in held - set(writing) if date.fromisoformat(p[0]) < oldest_kept)
+        return sorted(p for p in held - set(writing) if date.fromisoformat(str(p[0])) < oldest_kept)
 
     def _refuse_written(self, accepted: list[_Accepted], result: IngestResult, error: str) -> None:
         log.warning("refused: %s", error)

@@ -9,6 +9,7 @@ JSON commits after it, which must be contiguous.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -27,12 +28,16 @@ class UnreadableLog(Exception):
 
 @dataclass(frozen=True)
 class LogSegment:
-    table_root: str
+    table_root: str  # as given: where the log is listed and read
     version: int
     checkpoint_version: int | None = None
     checkpoint_parquet: tuple[str, ...] = ()  # classic, multi-part parts, or a v2 parquet top-level file
     checkpoint_json: tuple[str, ...] = ()  # a v2 JSON top-level file
     commits: tuple[tuple[int, str], ...] = field(default_factory=tuple)  # (version, uri) after the checkpoint
+
+    @property
+    def root(self) -> uris.TableRoot:
+        return uris.table_root(self.table_root)
 
 
 def log_segment(storage: Storage, table_root: str) -> LogSegment:
@@ -45,7 +50,7 @@ def log_segment(storage: Storage, table_root: str) -> LogSegment:
     return segment_from_listing(table_root, listing)
 
 
-def log_segments(storage: Storage, table_roots: list[str]) -> tuple[list[LogSegment], dict[str, str]]:
+def log_segments(storage: Storage, table_roots: Sequence[str]) -> tuple[list[LogSegment], dict[str, str]]:
     """Segments of many tables (one ``_delta_log/`` listing each, several at a time), and
     ``{table_root: why}`` for those whose log is unreadable."""
 

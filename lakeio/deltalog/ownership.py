@@ -1,4 +1,5 @@
-"""Which Delta table owns a storage path: the longest table root strictly above it.
+"""Which Delta tables the inventory shows, and which one owns a storage path: the longest
+table root strictly above it.
 
 Chargeback attributes bytes with it and vacuum uses it to keep a table's plan away from
 tables nested inside it and from neighbours whose names extend its own (``t`` never
@@ -12,6 +13,8 @@ from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from lakeio import uris
 
 
 def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:
@@ -35,3 +38,15 @@ def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:
         found.append(column)
     owner = F.coalesce(*[F.col(c) for c in found]) if found else F.lit(None).cast("string")
     return rows.withColumn("table_root", owner).drop(*found)
+
+
+def delta_roots(inventory: DataFrame) -> list[uris.TableRoot]:
+    """Canonical roots of every Delta table the inventory shows (folders holding ``_delta_log/``)."""
+    roots = (
+        inventory.where(F.col("path").contains("/_delta_log/"))
+        .select(F.regexp_extract(uris.canonical_col(F.col("path")), r"^(.*?)/_delta_log/", 1).alias("root"))
+        .where(F.col("root") != "")
+        .distinct()
+        .collect()
+    )
+    return sorted(uris.TableRoot(r["root"]) for r in roots)

@@ -26,29 +26,28 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import PARTITION_COLUMNS, current_objects, read_inventory
+from inventory_etl.contract import InventoryUnavailable, current_objects, inventory_snapshot, one_row_per_object
 from lakeio import uris
-from lakeio.delta_read import TableNotFound, partition_values, read_delta
+from lakeio.audit import DELETING_RUNS, AuditAction
+from lakeio.delta_read import TableNotFound, read_delta
+from lakeio.deltalog import gates
+from lakeio.deltalog.ownership import delta_roots
+from lakeio.deltalog.paths import UnresolvablePath, resolve
+from lakeio.deltalog.replay import Replay, read_logs
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
-from vacuum_jobs import gates
-from vacuum_jobs.log_paths import UnresolvablePath, resolve
-from vacuum_jobs.log_replay import Replay, replay_logs
-from vacuum_jobs.log_segment import log_segments
-from vacuum_jobs.targets import delta_roots
 
 log = logging.getLogger(__name__)
-
-DELETING_RUNS = ("table_vacuumed", "table_failed")  # runs that deleted files (dry runs do not)
-
 
 class ErasureError(Exception):
     """The audit or inventory table cannot be read."""
@@ -152,6 +151,15 @@ class _Question:
     soft_deleted: bool = False  # the commit re-added it with a deletion vector
 
 
+def erasure(spark: SparkSession, audit_table: str, inventory_table: str, *, paths: Sequence[str] = (),
+            commits: Sequence[CommitQuestion] = (), **settings: Any) -> ErasureReport:
+    """When were files physically erased: per table the worst case from a delete to erasure,
+    per asked file (``paths``, or the files ``commits`` removed) its status.
+    ``settings`` are :class:`ErasureOptions`' other fields."""
+    options = ErasureOptions(audit_table, inventory_table, **settings)
+    return ErasureEvidence(spark, options).execute(paths, commits)
+
+
 class ErasureEvidence:
     """One action: read the audit, the newest inventory and the logs; answer per table and per file."""
 
@@ -161,7 +169,7 @@ class ErasureEvidence:
         self.progress = step_announcer(spark, log)
         self.storage = Storage(spark)
 
-    def execute(self, paths: list[str] = (), commits: list[CommitQuestion] = ()) -> ErasureReport:
+    def execute(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> ErasureReport:
         now_ms = self.options.now_ms or int(time.time() * 1000)
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         audit = self._read_audit()
@@ -186,15 +194,11 @@ class ErasureEvidence:
                                "--audit-table first)") from None
 
     def _newest_inventory(self) -> tuple[DataFrame, date]:
-        table = self.options.inventory_table
         try:
-            dates = partition_values(table, PARTITION_COLUMNS[0])
-        except TableNotFound as exc:
+            inventory = inventory_snapshot(self.spark, self.options.inventory_table)
+        except InventoryUnavailable as exc:
             raise ErasureError(str(exc)) from None
-        if not dates:
-            raise ErasureError(f"{table}: the inventory table is empty")
-        day = max(dates)
-        return current_objects(read_inventory(self.spark, table, day)), day
+        return current_objects(one_row_per_object(inventory.rows)), inventory.day
 
     def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[_Question]:
         found = []
@@ -241,10 +245,7 @@ class ErasureEvidence:
 
     def _replay_logs(self, roots: list[str]) -> Replay:
         self.progress(f"replaying {len(roots)} log(s)")
-        segments, failures = log_segments(self.storage, roots)
-        replay = replay_logs(self.spark, segments)
-        replay.failures.update(failures)
-        return replay
+        return read_logs(self.spark, self.storage, roots)
 
     def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
         tables = {root: TableErasure(root) for root in roots}
@@ -255,7 +256,7 @@ class ErasureEvidence:
                 tables[root].retention_hours = gates.table_retention_hours(state)
             except ValueError as exc:
                 tables[root].problem = f"delta.deletedFileRetentionDuration: {exc}"
-        newest = (audit.where(F.col("path").isNull() & F.col("action").isin(*DELETING_RUNS))
+        newest = (audit.where(F.col("path").isNull() & F.col("action").isin(*[a.value for a in DELETING_RUNS]))
                   .groupBy("table_root").agg(F.max_by(F.struct(
                       "run_id", F.unix_millis("timestamp").alias("at_ms"), "inventory_date", "retention_hours"),
                       "timestamp").alias("run")))
@@ -305,7 +306,7 @@ class ErasureEvidence:
             in_log[row["path"]].append(row)
         listed = {r["path"] for r in inventory.select(uris.canonical_col(F.col("path")).alias("path"))
                   .join(F.broadcast(asked), "path").collect()}
-        return [self._answer(q, tables.get(q.table), trail[q.path], in_log[q.path], q.path in listed,
+        return [self._answer(q, tables.get(q.table) if q.table else None, trail[q.path], in_log[q.path], q.path in listed,
                              inventory_date, now_ms) for q in questions]
 
     @staticmethod
@@ -316,11 +317,11 @@ class ErasureEvidence:
 
         if q.table is None:
             return answer("not_in_a_table", "no known Delta table contains this path")
-        gone = [r for r in trail if r["action"] in ("deleted", "already_absent")]
+        gone = [r for r in trail if r["action"] in (AuditAction.DELETED, AuditAction.ALREADY_ABSENT)]
         if gone:
             first = gone[0]
             at = iso_utc(first["at_ms"])
-            if first["action"] == "deleted":
+            if first["action"] == AuditAction.DELETED:
                 return answer("erased", f"deleted at {at} by vacuum run {first['run_id']}", at, first["run_id"])
             return answer("absent_when_vacuumed", f"already gone when vacuum run {first['run_id']} reached it "
                                                   f"at {at}", at, first["run_id"])
@@ -339,7 +340,7 @@ class ErasureEvidence:
             if eligible_ms > now_ms:
                 return answer("within_retention", f"removed at {iso_utc(removed_ms)}; kept for time travel until "
                                                   f"{iso_utc(eligible_ms)} ({retention:g} h retention)", iso_utc(eligible_ms))
-        if trail and trail[-1]["action"] == "failed":
+        if trail and trail[-1]["action"] == AuditAction.FAILED:
             last = trail[-1]
             at = iso_utc(last["at_ms"])
             return answer("delete_failed", f"vacuum run {last['run_id']} failed to delete it at {at}: "
@@ -349,7 +350,7 @@ class ErasureEvidence:
                                              "run recorded deleting it (deleted by another tool?)")
         last_run = (f"the last deleting run was {table.last_deleting_run} at {table.last_deleting_run_at}"
                     if table and table.last_deleting_run else "no vacuum run has deleted files in this table")
-        planned = [r for r in trail if r["action"] == "would_delete"]
+        planned = [r for r in trail if r["action"] == AuditAction.WOULD_DELETE]
         dry = f"; dry run {planned[-1]['run_id']} planned it" if planned else ""
         since = f"deletable since {iso_utc(eligible_ms)}" if removed_ms is not None and retention is not None \
             else "deletable (no longer referenced by the log)"

@@ -1,0 +1,84 @@
+"""Which category an inventory row of a Delta table falls in, table by table.
+
+Job 2 deletes the ``candidate`` rows; chargeback prices every category. Both derive a
+table's policy from its own log (cutoff, partition folders, UniForm metadata) and classify
+rows with the same expression, so a byte reported reclaimable is one a vacuum would delete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio.deltalog import gates
+from lakeio.deltalog.keep import hidden, hidden_pattern, keep_set
+from lakeio.deltalog.replay import TableState
+from lakeio.text import StrEnum
+from lakeio.uris import TableRoot
+
+
+class Category(StrEnum):
+    """What a vacuum does with an inventory row its table owns."""
+
+    DIR = "dir"  # a folder marker
+    KEPT = "kept"  # the log needs it: a live file or a tombstone within the retention
+    HIDDEN = "hidden"  # a hidden path (``_delta_log/``, ``_x``, ``.x``): never a vacuum's business
+    TOO_RECENT = "too_recent"  # modified at or after the cutoff (maybe a commit in flight)
+    CANDIDATE = "candidate"  # vacuum deletes it
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """What decides one table's categories: its root, cutoff and hidden-path rule."""
+
+    table_root: TableRoot
+    cutoff_ms: int
+    partition_names: tuple[str, ...]  # logical and physical partition column names
+    hidden_names: tuple[str, ...] = ()  # segment names hidden at any depth (UniForm metadata)
+
+    @classmethod
+    def for_state(cls, state: TableState, cutoff_ms: int) -> TablePolicy:
+        """The policy a table's own log implies; ValueError when it uses a UniForm format we do not know."""
+        return cls(state.table_root, cutoff_ms, gates.partition_folder_names(state), gates.uniform_hidden_names(state))
+
+    @property
+    def hidden_pattern(self) -> str:
+        return hidden_pattern(self.partition_names, self.hidden_names)
+
+
+def hidden_patterns(policies: list[TablePolicy]) -> list[str]:
+    """The distinct hidden-path patterns of ``policies`` (usually one): ``hidden_rule`` indexes it."""
+    return sorted({p.hidden_pattern for p in policies})
+
+
+def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
+    """``table_id`` (the index in ``policies``), ``table_root``, ``cutoff_ms`` and ``hidden_rule``
+    (see :func:`hidden_patterns`) per table."""
+    patterns = hidden_patterns(policies)
+    return spark.createDataFrame(
+        [(i, p.table_root, p.cutoff_ms, patterns.index(p.hidden_pattern)) for i, p in enumerate(policies)],
+        "table_id int, table_root string, cutoff_ms long, hidden_rule int",
+    )
+
+
+def category(relative: Column, patterns: list[str]) -> Column:
+    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``modificationTime``
+    and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its path below the table root."""
+    return (
+        F.when(F.col("isDir"), Category.DIR.value)
+        .when(F.col("live").isNotNull(), Category.KEPT.value)
+        .when(hidden(relative, F.col("hidden_rule"), patterns), Category.HIDDEN.value)
+        .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")),
+              Category.TOO_RECENT.value)
+        .otherwise(Category.CANDIDATE.value)
+    )
+
+
+def classify(owned: DataFrame, files: DataFrame, patterns: list[str]) -> DataFrame:
+    """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
+    ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
+    relative = F.expr("substring(path, length(table_root) + 2)")
+    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
+        "category", category(relative, patterns))

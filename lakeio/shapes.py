@@ -1,0 +1,61 @@
+"""The DataFrames that pass between steps, named once: their columns and types.
+
+Each step's output is checked against its shape where the next step takes it in (a
+check reads only the frame's schema, no data), so a renamed or missing column fails at
+the seam with both sides named, not three joins later as an unresolved column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+_TYPES = {"string": StringType(), "long": LongType(), "boolean": BooleanType()}
+
+
+class ShapeError(ValueError):
+    """A frame lacks columns its consumer needs."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    schema: StructType
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.fieldNames()
+
+    def check(self, frame: DataFrame) -> DataFrame:
+        """``frame`` itself, once it has every column of this shape (more are allowed)."""
+        missing = [c for c in self.columns if c not in frame.columns]
+        if missing:
+            raise ShapeError(f"{self.name}: missing column(s) {missing}; the frame has {frame.columns}")
+        return frame
+
+
+def _schema(ddl: str) -> StructType:
+    """``"a string, b long"`` as a schema, without a Spark session (``StructType.fromDDL`` needs one)."""
+    return StructType([StructField(name, _TYPES[kind]) for name, kind in
+                       (column.split() for column in ddl.split(","))])
+
+
+# Reconciled add/remove actions, one per (table, file, deletion vector): see deltalog.replay.
+# ``path`` and ``dv_path`` are canonical URIs; ``problem`` says why a named file cannot be resolved.
+FILE_ACTIONS = Shape("file actions", _schema(
+    "table_root string, kind string, path string, size long, modification_time long, deletion_timestamp long, "
+    "dv_storage_type string, dv_path string, dv_cardinality long, problem string"))
+
+# Rows of one inventory date as job 2 reads them (every version, every configuration).
+INVENTORY_ROWS = Shape("inventory rows", _schema(
+    "path string, length long, isDir boolean, modificationTime long, is_latest boolean, is_delete_marker boolean"))
+
+# What a plan deletes: canonical table root and file URI, with what the inventory says of the file.
+CANDIDATES = Shape("candidates", _schema(
+    "table_root string, path string, length long, modificationTime long"))
+
+# One row per planned file after the run: ``action`` is an AuditAction, ``at_ms`` when it happened.
+OUTCOMES = Shape("outcomes", _schema(
+    "table_root string, path string, length long, modificationTime long, action string, error string, at_ms long"))

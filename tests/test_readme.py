@@ -1,0 +1,52 @@
+"""The README's Python API example, run as written on the demo lake."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+import vacuum_jobs
+from demo.lake import build_lake
+from inventory_etl.producer import objects_in_folder, write_delivery
+from tests.conftest import README
+
+
+def python_block(heading: str) -> str:
+    section = README.read_text().split(heading, 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_python_example_runs(spark, tmp_path):
+    lake = build_lake(tmp_path / "demo-lake")
+    rows_before = lake.row_counts()
+    manifest = write_delivery(str(tmp_path / "deliveries"), "demo-lake", "daily",
+                              objects_in_folder(str(lake.bucket_dir)), datetime.now(timezone.utc))
+    names = {"spark": spark, "inventory": str(tmp_path / "inventory"), "manifest": manifest,
+             "lake": f"file://{lake.bucket_dir}", "roots": {"demo-lake": str(lake.bucket_dir)},
+             "audit": str(tmp_path / "audit")}
+
+    exec(compile(python_block("## Python API"), str(README), "exec"), names)
+
+    plan, done = names["plan"], names["done"]
+    assert [t.status for t in plan.tables] == ["dry_run"]
+    assert plan.tables[0].counts.candidate_files > 0 and plan.tables[0].counts.deleted_files == 0
+    assert plan.outcomes.where("action = 'would_delete'").count() == plan.tables[0].counts.candidate_files
+    assert sorted(Path(t.table).name for t in done.tables) == ["orders", "orders_backup"]
+    assert {t.status for t in done.tables} == {"vacuumed"} and sum(t.counts.deleted_files for t in done.tables) > 0
+    assert lake.row_counts() == rows_before
+    assert names["charges"].balanced and names["evidence"].tables
+
+
+def test_the_python_api_never_vacuums_the_whole_lake_by_omission(spark, tmp_path):
+    for tables in (None, "s3://lake/t", 42):
+        with pytest.raises(vacuum_jobs.TargetsError, match="Discover"):
+            vacuum_jobs.vacuum(spark, str(tmp_path / "inventory"), tables)
+    with pytest.raises(TypeError):
+        vacuum_jobs.vacuum(spark, str(tmp_path / "inventory"))  # type: ignore[call-arg]
+    assert vacuum_jobs.VacuumOptions("inventory").dry_run  # deleting is said out loud
+    with pytest.raises(ValueError, match="min_coverage"):
+        vacuum_jobs.VacuumOptions("inventory", min_coverage=2)

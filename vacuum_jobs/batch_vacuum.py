@@ -1,0 +1,323 @@
+"""Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
+
+``vacuum()`` is the Python entry point; :class:`BatchVacuum` is the action behind it and
+the CLI. Steps, each a method: load the inventory, resolve the tables, read their logs,
+apply the gates, plan, check the plan, re-check the logs, delete, record. One table's
+problem never stops the others; its report says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
+from lakeio import uris
+from lakeio.audit import AuditAction, TableStatus
+from lakeio.deltalog import gates
+from lakeio.deltalog.ownership import delta_roots
+from lakeio.deltalog.policy import TablePolicy
+from lakeio.deltalog.replay import Replay, read_logs
+from lakeio.shapes import CANDIDATES, OUTCOMES
+from lakeio.spark import step_announcer
+from lakeio.storage import Storage
+from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.uris import TableRoot
+from vacuum_jobs.deleter import DeleteSettings, delete_planned
+from vacuum_jobs.plan import Plan, plan_tables
+from vacuum_jobs.recheck import Recheck, recheck_logs
+from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.targets import Discover, TableTarget, TargetsError, as_targets
+
+log = logging.getLogger(__name__)
+
+ERROR_SAMPLE = 20
+
+
+@dataclass
+class VacuumOptions:
+    """How a run vacuums; invalid values raise ValueError here, whoever builds them."""
+
+    inventory_table: str
+    inventory_date: date | None = None  # default: the newest the table holds
+    max_inventory_age_hours: float = 72.0
+    retain_hours: float | None = None  # default: each table's delta.deletedFileRetentionDuration
+    force_retention: bool = False
+    dry_run: bool = True  # deleting is said out loud: dry_run=False
+    audit_table: str | None = None
+    min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
+    delete: DeleteSettings = field(default_factory=DeleteSettings)
+    now_ms: int | None = None  # for tests; default: the clock at the start of the run
+
+    def __post_init__(self) -> None:
+        if not self.max_inventory_age_hours > 0:
+            raise ValueError("max_inventory_age_hours must be > 0")
+        if self.retain_hours is not None and self.retain_hours < 0:
+            raise ValueError("retain_hours must be >= 0")
+        if not 0 <= self.min_coverage <= 1:
+            raise ValueError("min_coverage must be between 0 and 1")
+
+
+Tables = Sequence[str | os.PathLike | TableTarget] | Discover
+
+
+def vacuum(spark: SparkSession, inventory_table: str, tables: Tables, *, dry_run: bool = True,
+           **settings: Any) -> RunReport:
+    """Vacuum ``tables`` (URIs, :class:`TableTarget` values, or ``Discover(include=...)``) by
+    diffing ``inventory_table`` against their logs; only ``dry_run=False`` deletes.
+
+    ``settings`` are the other :class:`VacuumOptions` fields (``retain_hours``,
+    ``audit_table``, ``delete=DeleteSettings(...)``, ...). Raises :class:`RunRefused` when
+    the inventory cannot be used; a table's own problem is in its report, never raised.
+    """
+    return BatchVacuum(spark, VacuumOptions(inventory_table, dry_run=dry_run, **settings)).execute(tables)
+
+
+class BatchVacuum:
+    def __init__(self, spark: SparkSession, options: VacuumOptions):
+        self.spark = spark
+        self.options = options
+        self.progress = step_announcer(spark, log)
+        self.storage = Storage(spark)
+
+    def execute(self, tables: Tables) -> RunReport:
+        """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
+        Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
+        started = time.monotonic()
+        if tables is None:
+            raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
+                               "Delta table the inventory shows")
+        discover = tables if isinstance(tables, Discover) else None
+        explicit = None if isinstance(tables, Discover) else as_targets(tables)
+        now_ms = self.options.now_ms or int(time.time() * 1000)
+        run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
+                        inventory_table=uris.to_uri(self.options.inventory_table),
+                        inventory_date=None, dry_run=self.options.dry_run)
+        try:
+            inventory = self._load_inventory(now_ms)
+        except InventoryUnavailable as refusal:
+            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []]
+            run.elapsed_seconds = time.monotonic() - started
+            raise RunRefused(str(refusal), run) from None
+        run.inventory_date = inventory.day.isoformat()
+        all_roots = delta_roots(current_objects(inventory.rows))
+        targets = discover.targets(all_roots) if discover else explicit or []
+        reports = {t.root: TableReport(t.uri) for t in targets}
+        run.tables = list(reports.values())
+        runnable = self._skip_disabled(targets, reports)
+        replay = self._read_logs(runnable, reports)
+        policies = self._apply_gates(runnable, replay, reports, now_ms)
+        if policies:
+            plan = self._plan(inventory, replay, policies, reports, all_roots)
+            try:
+                self._check_plan(plan, reports)
+                run.outcomes = self._delete(plan, reports, inventory)
+            finally:
+                plan.release()
+        if self.options.audit_table:
+            self.progress(f"recording {self.options.audit_table}")
+            write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+        run.elapsed_seconds = time.monotonic() - started
+        return run
+
+    def _load_inventory(self, now_ms: int) -> InventorySnapshot:
+        """The newest (or chosen) inventory date; refused when there is none or it is too old.
+        Every row of the date: the plan picks one row per object itself, in its own pass."""
+        inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date,
+                                       self.options.max_inventory_age_hours, now_ms)
+        self.progress(f"inventory {inventory.table} as of {inventory.day}")
+        return inventory
+
+    def _skip_disabled(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> list[TableTarget]:
+        runnable = []
+        for target in targets:
+            if target.enabled:
+                runnable.append(target)
+            else:
+                _set(reports, target.root, TableStatus.SKIPPED, "disabled in the tables file")
+        return runnable
+
+    def _read_logs(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> Replay:
+        """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once."""
+        self.progress(f"reading the logs of {len(targets)} table(s)")
+        replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
+                           check_paths=False)  # the plan checks them in its pass
+        for root, version in replay.versions.items():
+            reports[root].version = version
+        for root, reason in replay.failures.items():
+            _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
+        return replay
+
+    def _apply_gates(self, targets: list[TableTarget], replay: Replay, reports: dict[TableRoot, TableReport],
+                     now_ms: int) -> list[TablePolicy]:
+        policies = []
+        for target in targets:
+            root = target.root
+            state = replay.states.get(root)
+            if state is None:
+                continue  # already refused with its reason
+            report = reports[root]
+            skip = gates.catalog_managed(state)
+            if skip:
+                _set(reports, root, TableStatus.SKIPPED, skip)
+                continue
+            refusal = gates.unknown_protocol(state)
+            if refusal:
+                _set(reports, root, TableStatus.REFUSED, refusal)
+                continue
+            try:
+                table_hours = gates.table_retention_hours(state)
+            except ValueError as exc:
+                _set(reports, root, TableStatus.REFUSED, f"delta.deletedFileRetentionDuration: {exc}")
+                continue
+            hours = next(h for h in (target.retain_hours, self.options.retain_hours, table_hours) if h is not None)
+            if hours < table_hours and not self.options.force_retention:
+                _set(reports, root, TableStatus.REFUSED,
+                     f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
+                     f"({table_hours:g} h); pass --force-retention to allow it")
+                continue
+            cutoff = now_ms - int(hours * MS_PER_HOUR)
+            try:
+                policy = TablePolicy.for_state(state, cutoff)
+            except ValueError as exc:
+                _set(reports, root, TableStatus.REFUSED, str(exc))
+                continue
+            report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
+            report.dry_run = self.options.dry_run or bool(target.dry_run)
+            policies.append(policy)
+        return policies
+
+    def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
+              reports: dict[TableRoot, TableReport], all_roots: list[TableRoot]) -> Plan:
+        self.progress(f"planning {len(policies)} table(s) against the inventory")
+        deleting = any(not reports[p.table_root].dry_run for p in policies)
+        plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, all_roots,
+                           cache=deleting)
+        for root, reason in plan.refused.items():
+            _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
+        for root, table_plan in plan.tables.items():
+            report = reports[root]
+            report.counts = table_plan.counts
+            report.missing = table_plan.missing
+            report.coverage = table_plan.coverage
+        return plan
+
+    def _check_plan(self, plan: Plan, reports: dict[TableRoot, TableReport]) -> None:
+        """Refuse tables whose plan cannot be trusted: the inventory does not cover them."""
+        for root, table_plan in plan.tables.items():
+            coverage = table_plan.coverage
+            if coverage is not None and coverage < self.options.min_coverage:
+                _set(reports, root, TableStatus.REFUSED,
+                     f"inventory does not cover this table: it lists {coverage:.0%} of the "
+                     f"{table_plan.old_live_files} live file(s) written before it was taken")
+
+    def _delete(self, plan: Plan, reports: dict[TableRoot, TableReport],
+                inventory: InventorySnapshot) -> DataFrame | None:
+        """Delete (or, in dry runs, only list) the candidates of the tables still pending;
+        the outcomes per file, fixed so that deletes never run twice."""
+        pending = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
+        recheck = self._recheck_logs(plan, [root for root in pending if not reports[root].dry_run], reports)
+        return self._delete_rechecked(plan, reports, inventory, recheck)
+
+    def _recheck_logs(self, plan: Plan, deleting: list[TableRoot], reports: dict[TableRoot, TableReport]) -> Recheck:
+        """List the logs of the tables about to be deleted in once more; what was committed since
+        planning is kept (see recheck), a table whose change we cannot follow deletes nothing."""
+        if not deleting:
+            return Recheck()
+        self.progress(f"checking {len(deleting)} log(s) again before deleting")
+        planned: dict[str, int] = {}
+        for root in deleting:
+            version = reports[root].version
+            assert version is not None, root  # a table is planned only after its log was listed
+            planned[reports[root].table] = version
+        recheck = recheck_logs(self.spark, self.storage, planned)
+        for root, reason in recheck.refused.items():
+            _set(reports, root, TableStatus.REFUSED, reason)
+        if recheck.referenced is not None:
+            named = plan.candidates.join(recheck.referenced, ["table_root", "path"], "left_semi")
+            for row in named.groupBy("table_root").count().collect():
+                reports[row["table_root"]].counts.named_since_planning_files = row["count"]
+        for root, (before, now) in recheck.moved.items():
+            self.progress(f"{reports[root].table} moved from version {before} to {now} since planning")
+        return recheck
+
+    def _delete_rechecked(self, plan: Plan, reports: dict[TableRoot, TableReport], inventory: InventorySnapshot,
+                          recheck: Recheck) -> DataFrame | None:
+        planned = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
+        if not planned:
+            return None
+        deleting = [root for root in planned if not reports[root].dry_run]
+        dry = [root for root in planned if reports[root].dry_run]
+        candidates = recheck.without_referenced(plan.candidates.where(F.col("table_root").isin(planned)))
+        if self.options.delete.purge_versions and deleting:
+            candidates = _with_versions(candidates, inventory.rows)
+        self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
+        outcomes = OUTCOMES.check(candidates.where(F.col("table_root").isin(dry)).select(
+            *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
+            F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms")))
+        if not deleting:
+            for root in dry:
+                reports[root].status = TableStatus.DRY_RUN
+            return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
+        targets = candidates.where(F.col("table_root").isin(deleting))
+        outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete))
+        # Deletes must run exactly once: materialize before counting and recording.
+        outcomes = outcomes.localCheckpoint(eager=True)
+        for row in outcomes.groupBy("table_root", "action").agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
+        ).collect():
+            if row["action"] in _DELETE_OUTCOMES:
+                counts = reports[row["table_root"]].counts
+                setattr(counts, f"{row['action']}_files", row["n"])
+                setattr(counts, f"{row['action']}_bytes", row["bytes"])
+        failed = outcomes.where(F.col("action") == AuditAction.FAILED.value)
+        for row in failed.limit(ERROR_SAMPLE * max(1, len(deleting))).collect():
+            errors = reports[row["table_root"]].errors
+            if len(errors) < ERROR_SAMPLE:
+                errors.append(f"{row['path']}: {row['error']}")
+        for root in planned:
+            report = reports[root]
+            if report.dry_run:
+                report.status = TableStatus.DRY_RUN
+            elif report.counts.failed_files:
+                report.status, report.reason = TableStatus.FAILED, f"{report.counts.failed_files} deletion(s) failed"
+            else:
+                report.status = TableStatus.VACUUMED
+        return outcomes
+
+
+# What a delete can end as; each has its files and bytes count (TableCounts).
+_DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.FAILED)
+
+
+def _with_versions(candidates: DataFrame, all_versions: DataFrame) -> DataFrame:
+    """Every inventory-listed version (delete markers included) of each candidate key."""
+    versions = (
+        all_versions.where(F.col("version_id").isNotNull())
+        .select(uris.canonical_col(F.col("path")).alias("path"), "version_id")
+        .groupBy("path").agg(F.sort_array(F.collect_set("version_id")).alias("version_ids"))
+    )
+    return candidates.join(versions, "path", "left")
+
+
+class RunRefused(Exception):
+    """The whole run was refused (no usable inventory); ``report`` says so per table."""
+
+    def __init__(self, message: str, report: RunReport):
+        super().__init__(message)
+        self.report = report
+
+
+def _set(reports: dict[TableRoot, TableReport], root: str, status: TableStatus, reason: str) -> None:
+    """``root`` is canonical: a key the run's own steps made (replay, plan, recheck)."""
+    report = reports[TableRoot(root)]
+    report.status, report.reason = status, reason
