@@ -72,6 +72,10 @@ class ChargebackOptions:
     trend_days: int = 90  # how far back the trend reaches from the inventory date
     now_ms: int | None = None  # for tests; default: the clock at the start
 
+    def __post_init__(self) -> None:
+        if self.trend_days < 0:
+            raise ValueError("trend_days must be >= 0")
+
 
 @dataclass(frozen=True)
 class Cell:

@@ -17,7 +17,7 @@ from lake_reports import html_report
 from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
-from lakeio.cli import add_common_arguments, add_version_argument, iso_date, setup_logging, write_text
+from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     charge.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD", help="default: the newest")
     charge.add_argument("--prices", metavar="FILE",
                         help="JSON or YAML {storage class: USD per GB-month}; overrides the built-in list prices")
-    charge.add_argument("--trend-days", type=int, default=90, metavar="N",
-                        help="trend over the inventory dates of the last N days (default: 90)")
+    charge.add_argument("--trend-days", type=int, default=ChargebackOptions.trend_days, metavar="N",
+                        help="trend over the inventory dates of the last N days (default: %(default)d)")
     charge.add_argument("--out", required=True, metavar="DIR",
                         help="a local folder to write " + ", ".join(OUTPUT_FILES) + " to")
     add_common_arguments(charge)
@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="every file the commit VERSION of TABLE removed (e.g. a DELETE of a person's rows)")
     erasure.add_argument("--table", action="append", metavar="URI",
                          help="tables to report on (default: every table in the newest inventory or the audit)")
-    erasure.add_argument("--deadline-days", type=float, default=30.0, metavar="D",
-                         help="flag tables whose worst-case time to erasure exceeds this (default: 30)")
+    erasure.add_argument("--deadline-days", type=float, default=ErasureOptions.deadline_days, metavar="D",
+                         help="flag tables whose worst-case time to erasure exceeds this (default: %(default)g)")
     erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     add_common_arguments(erasure)
     return parser
@@ -71,15 +71,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.trend_days < 0:
-        parser.error("--trend-days must be >= 0")
     try:
         prices = load_prices(args.prices)
     except PriceError as exc:
         parser.error(str(exc))
+    try:
+        options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
+    except ValueError as exc:
+        parser.error(as_flag(exc))
     setup_logging(args.log_level)
-    spark = get_spark("lake_reports.charges", args.master)
-    options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
+    spark = get_spark("lake_reports.chargeback", args.master)
     try:
         result = Chargeback(spark, options).execute()
     except ChargebackError as exc:
@@ -97,8 +98,10 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
 
 def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.deadline_days <= 0:
-        parser.error("--deadline-days must be > 0")
+    try:
+        options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
+    except ValueError as exc:
+        parser.error(as_flag(exc))
     commits = []
     for item in args.commit:
         table, sep, version = item.rpartition("@")
@@ -106,8 +109,7 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
     setup_logging(args.log_level)
-    spark = get_spark("lake_reports.erasure_evidence", args.master)
-    options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
+    spark = get_spark("lake_reports.erasure", args.master)
     try:
         report = ErasureEvidence(spark, options).execute(args.path, commits)
     except ErasureError as exc:

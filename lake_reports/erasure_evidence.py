@@ -67,6 +67,10 @@ class ErasureOptions:
     tables: list[str] | None = None  # default: every table the newest inventory shows, and every audited one
     now_ms: int | None = None  # for tests
 
+    def __post_init__(self) -> None:
+        if not self.deadline_days > 0:
+            raise ValueError("deadline_days must be > 0")
+
 
 @dataclass
 class TableErasure:

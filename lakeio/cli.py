@@ -70,3 +70,9 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
             out.write(text)
     else:
         Storage(spark).write_bytes(path, text.encode("utf-8"))
+
+
+def as_flag(exc: ValueError, prefix: str = "--") -> str:
+    """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
+    name, _, rest = str(exc).partition(" ")
+    return f"{prefix}{name.replace('_', '-')} {rest}"

@@ -283,8 +283,12 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
     refused_run = json.loads(report_file.read_text())
     assert_matches_schema(refused_run, "vacuum-report")
     assert refused_run["inventory_date"] is None and refused_run["tables"][0]["status"] == "refused"
-    for bad in (["--inventory-table", inventory], ["--inventory-table", inventory, "--table", "x", "--include", "*"],
-                ["--inventory-table", inventory, "--table", "x", "--delete-batch-size", "5000"]):
+    for bad, said in ((["--inventory-table", inventory], "one of the arguments"),
+                      (["--inventory-table", inventory, "--table", "x", "--include", "*"], "go with --discover"),
+                      (["--inventory-table", inventory, "--table", "x", "--delete-batch-size", "5000"],
+                       "--delete-batch-size must be between 1 and 1000"),
+                      (["--inventory-table", inventory, "--table", "x", "--min-coverage", "2"],
+                       "--min-coverage must be between 0 and 1")):
         with pytest.raises(SystemExit) as usage:
             main(bad)
-        assert usage.value.code == 2
+        assert usage.value.code == 2 and said in capsys.readouterr().err

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lakeio.cli import add_common_arguments, iso_date, read_text, setup_logging, write_text
+from lakeio.cli import add_common_arguments, as_flag, iso_date, read_text, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
                                 endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions)
     except ValueError as exc:
-        parser.error(_as_flag(exc, "--delete-"))
+        parser.error(as_flag(exc, "--delete-"))
     try:
         options = VacuumOptions(
             inventory_table=args.inventory_table,
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             delete=delete,
         )
     except ValueError as exc:
-        parser.error(_as_flag(exc, "--"))
+        parser.error(as_flag(exc, "--"))
     setup_logging(args.log_level)
     spark = get_spark("vacuum_jobs", args.master)
     try:
@@ -108,8 +108,3 @@ def main(argv: list[str] | None = None) -> int:
         write_text(spark, args.report, report.to_json() + "\n")
     return 0 if report.ok and not refused else 1
 
-
-def _as_flag(exc: ValueError, prefix: str) -> str:
-    """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
-    name, _, rest = str(exc).partition(" ")
-    return f"{prefix}{name.replace('_', '-')} {rest}"
