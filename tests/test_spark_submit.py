@@ -166,7 +166,7 @@ def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
         event = json.loads(line)
         if event["Event"] == "SparkListenerJobStart":
             labels.add(event.get("Properties", {}).get("spark.job.description"))
-    assert {"replaying 1 log(s) on Spark", "planning 1 table(s) against the inventory",
+    assert {"reading the logs of 1 table(s)", "planning 1 table(s) against the inventory",
             "deleting in 1 table(s); planning only in 0"} <= labels, labels
 
 
