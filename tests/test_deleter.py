@@ -170,6 +170,7 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     assert remaining(client, name) == {"other"}
 
 
+@pytest.mark.slow
 def test_spark_executors_delete_and_a_rerun_after_a_crash_finishes_the_job(spark, bucket, s3_endpoint, tmp_path):
     client, name = bucket
     keys = [f"t/part-{i}.parquet" for i in range(40)]

@@ -15,6 +15,7 @@ def frame(spark, rows):
     return spark.createDataFrame(rows, "id long, name string, day date, tag string")
 
 
+@pytest.mark.slow
 def test_append_then_replace_partitions(spark, tmp_path):
     d1, d2 = date(2026, 1, 1), date(2026, 1, 2)
     table = str(tmp_path / "t")

@@ -31,6 +31,7 @@ def ingest(spark, table, manifests, **options):
     return IngestInventory(spark, str(table), **options).execute([str(m) for m in manifests])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["Parquet", "ORC", "CSV"])
 def test_each_format_lands_awkward_keys_decoded(spark, tmp_path, fmt):
     manifest = deliver(tmp_path / "dest", fmt=fmt)
@@ -109,6 +110,7 @@ def test_discovery_picks_the_newest_delivery_of_each_day_not_yet_ingested(spark,
     assert discover(Storage(spark), str(root), on_date=date(2026, 11, 21)).stale == {("b", "daily"): date(2026, 11, 20)}
 
 
+@pytest.mark.slow
 def test_a_late_delivery_for_an_earlier_day_is_ingested_by_the_next_run(spark, tmp_path):
     root, table = tmp_path / "dest", tmp_path / "inv"
     deliver(root, "a", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
@@ -135,6 +137,7 @@ def test_delivery_copied_elsewhere_resolves_against_its_own_folder(spark, tmp_pa
     assert result.deliveries[0].status == "ingested"
 
 
+@pytest.mark.slow
 def test_rerun_replaces_the_partition_in_one_commit(spark, tmp_path):
     first = deliver(tmp_path / "dest", "src")
     other = deliver(tmp_path / "dest", "other", objects=AWKWARD_OBJECTS[:2])

@@ -28,6 +28,7 @@ def rows_of(table) -> list[dict]:
     return DeltaTable(str(table)).to_pyarrow_table().to_pylist()
 
 
+@pytest.mark.slow
 def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_path):
     daily = deliver(tmp_path / "dest", "src", config="daily", objects=AWKWARD_OBJECTS)
     weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:3])
@@ -45,6 +46,7 @@ def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_
     assert sorted(r["config_id"] for r in rows) == ["daily"] + ["weekly"] * 3
 
 
+@pytest.mark.slow
 def test_keep_days_drops_older_dates_in_the_write_commit(spark, tmp_path):
     days = [datetime(2026, 11, d, 9, 0, tzinfo=timezone.utc) for d in (1, 5, 6, 7)]
     manifests = {d.day: deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=d) for d in days}
@@ -63,6 +65,7 @@ def test_keep_days_drops_older_dates_in_the_write_commit(spark, tmp_path):
         main(["--inventory-table", str(tmp_path / "inv"), "--manifest", str(manifests[7]), "--keep-days", "0"])
 
 
+@pytest.mark.slow
 def test_the_newest_delivery_of_a_partition_wins_and_an_older_one_is_refused(spark, tmp_path):
     early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS)
     late = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=LATER)
@@ -161,6 +164,7 @@ def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp
     assert sorted(p.relative_to(table) for p in table.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(spark, tmp_path, capsys):
     from inventory_etl.contract import EARLIER_PARTITION_COLUMNS
     from lakeio.delta_read import read_delta
@@ -185,6 +189,7 @@ def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(sp
     assert main(["--inventory-table", str(earlier), "--migrate-from", str(earlier)]) == 1
 
 
+@pytest.mark.slow
 def test_a_foreign_column_is_refused_and_an_older_schema_of_ours_is_evolved_out_loud(spark, tmp_path):
     table = tmp_path / "inv"
     ingest(spark, table, [deliver(tmp_path / "dest")])
@@ -205,6 +210,7 @@ def test_a_foreign_column_is_refused_and_an_older_schema_of_ours_is_evolved_out_
     assert refused.deliveries[0].status == "refused" and "['extra'] this write does not know" in refused.deliveries[0].error
 
 
+@pytest.mark.slow
 def test_a_data_file_outside_the_delivery_layout_refuses_only_its_delivery(spark, tmp_path):
     good = deliver(tmp_path / "dest", "good")
     odd = deliver(tmp_path / "dest", "odd")
