@@ -169,6 +169,33 @@ def test_unreadable_logs_refuse_only_their_table(spark, tmp_path):
     assert tables["absent"].status == "refused" and "not a Delta table" in tables["absent"].reason
 
 
+ODD_LOG_LINES = {  # appended to a commit: (line, why the table is refused)
+    "escaped protocol key": ('{"\\u0070rotocol": {"minReaderVersion": 3, "minWriterVersion": 7, '
+                             '"readerFeatures": ["futureFeature"], "writerFeatures": ["futureFeature"]}}',
+                             "unknown table feature(s): futureFeature"),
+    "add without a path": ('{"add": {"size": 1, "modificationTime": 1, "dataChange": true}}', "without a path"),
+}
+
+
+@pytest.mark.parametrize("line", ODD_LOG_LINES.values(), ids=ODD_LOG_LINES.keys())
+def test_odd_log_lines_refuse_their_table(spark, tmp_path, line):
+    """A JSON key written with escapes is still that key (as Delta's JSON reader reads it); an
+    action naming no file refuses the table; blank lines are no actions."""
+    text, reason = line
+    odd, blank = (tmp_path / "lake" / n for n in ("odd", "blank"))
+    for table in (odd, blank):
+        write_deltalake(str(table), pa.table({"id": [1]}))
+        write_deltalake(str(table), pa.table({"id": [2]}), mode="append")
+    with open(odd / "_delta_log" / "00000000000000000001.json", "a") as log:
+        log.write("\n" + text + "\n")  # delta-rs ends its last line without a newline
+    with open(blank / "_delta_log" / "00000000000000000001.json", "a") as log:
+        log.write("\n \t\r\n\n")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    tables = by_table(vacuum(spark, inventory, [odd, blank], dry_run=True))
+    assert tables["odd"].status == "refused" and reason in tables["odd"].reason, tables["odd"].reason
+    assert tables["blank"].status == "dry_run" and tables["blank"].counts.live_files == 2
+
+
 @pytest.mark.golden
 def test_protocol_gates(spark, tmp_path):
     bucket = tmp_path / "lake"

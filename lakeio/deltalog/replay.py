@@ -335,6 +335,7 @@ def _resolved(winners: DataFrame) -> DataFrame:
     files = files.withColumn("dv_path", F.when(dv_type == "u", F.concat(
         F.col("table_root"), F.lit("/"), dv_relative_path_col(dv_text))).when(dv_type == "p", F.col("dv_absolute_path")))
     problem = F.coalesce(
+        F.when(F.col("raw_path").isNull(), F.lit("an add or remove without a path")),
         F.col("path_problem"),
         F.col("dv_absolute_path_problem"),
         F.when((dv_type == "u") & F.col("dv_path").isNull(),
