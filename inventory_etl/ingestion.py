@@ -252,12 +252,12 @@ class IngestInventory:
             return []
         self.progress(f"validating rows of {len(accepted)} deliver{'y' if len(accepted) == 1 else 'ies'}")
         try:
-            stats = self._row_stats(_union([a.rows for a in accepted]))
+            stats = self._row_stats(accepted)
         except Exception:
             stats = {}
             for a in accepted:
                 try:
-                    stats.update(self._row_stats(a.rows))
+                    stats.update(self._row_stats([a]))
                 except Exception as exc:
                     stats[a.manifest.uri] = {"error": f"unreadable {a.manifest.file_format} report: {first_line(exc)}"}
         good = []
@@ -279,25 +279,30 @@ class IngestInventory:
                 result.deliveries.append(self._outcome(a.manifest, "ingested", rows=s["rows"], bytes=s["bytes"]))
         return good
 
-    def _row_stats(self, rows: DataFrame) -> dict[str, dict]:
-        """Rows, bytes, unusable rows and objects listed twice, per delivery.
+    def _row_stats(self, accepted: list[_Accepted]) -> dict[str, dict]:
+        """Rows, bytes, unusable rows and objects listed twice, per delivery, in one pass.
 
-        Objects listed twice are counted by a 64-bit hash of (key, version): a shuffle of
-        longs, not of keys. Only a delivery the hash flags is checked key by key, which
-        also names the report file and drops a flag raised by a hash collision alone."""
-        sample = F.when(F.col(PROBLEM).isNotNull(),
-                        F.struct(F.col(PROBLEM).alias("problem"), F.col("key"), F.col(SOURCE_FILE).alias("file")))
-        stats = {r["manifest_uri"]: r.asDict() for r in rows.groupBy("manifest_uri").agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
-            F.count(F.col(PROBLEM)).alias("bad"),
-            F.first(sample, ignorenulls=True).alias("sample"),
-        ).collect()}
-        flagged = (rows.select("manifest_uri", F.xxhash64("key", "version_id").alias("object"))
-                   .groupBy("manifest_uri", "object").count().where(F.col("count") > 1)
-                   .select("manifest_uri").distinct().collect())
-        for (uri,) in flagged:
-            stats[uri].update(self._listed_twice(rows.where(F.col("manifest_uri") == uri)))
+        Rows are grouped by (delivery number, 64-bit hash of key and version): one shuffle
+        of fixed-width values that yields every count. Only a delivery with unusable rows or
+        a repeated hash is read again, alone, to name its first bad row or repeated key
+        (which also drops a repeat raised by a hash collision alone)."""
+        numbered = _union([a.rows.select(F.lit(i).alias("delivery"), F.xxhash64("key", "version_id").alias("object"),
+                                         "length", PROBLEM) for i, a in enumerate(accepted)])
+        per_object = numbered.groupBy("delivery", "object").agg(
+            F.count(F.lit(1)).alias("rows"), F.sum("length").alias("bytes"), F.count(F.col(PROBLEM)).alias("bad"))
+        totals = per_object.groupBy("delivery").agg(
+            F.sum("rows").alias("rows"), F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+            F.sum("bad").alias("bad"), F.sum(F.col("rows") - 1).alias("repeats")).collect()
+        stats = {}
+        for row in totals:
+            a = accepted[row["delivery"]]
+            found = {"rows": row["rows"], "bytes": row["bytes"], "bad": row["bad"]}
+            if found["bad"]:
+                found["sample"] = (a.rows.where(F.col(PROBLEM).isNotNull())
+                                   .select(F.col(PROBLEM).alias("problem"), "key", F.col(SOURCE_FILE).alias("file")).first())
+            elif row["repeats"]:
+                found.update(self._listed_twice(a.rows))
+            stats[a.manifest.uri] = found
         return stats
 
     @staticmethod

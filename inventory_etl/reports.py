@@ -140,6 +140,9 @@ def to_contract(df: DataFrame, manifest: Manifest, path_roots: Mapping[str, str]
         return F.col(name) if name in present else F.lit(None).cast(REPORT_FIELDS[name])
 
     derived = {
+        # A row naming another bucket carries a problem and refuses its delivery, so every row
+        # written holds the manifest's bucket: as a literal, Spark writes the partition unsorted.
+        "bucket": F.lit(manifest.source_bucket),
         "path": F.concat(F.lit(root + "/"), F.col("key")),
         "length": F.col("size"),
         "isDir": F.col("key").endswith("/"),
