@@ -60,7 +60,7 @@ def test_spark_twin_agrees_and_names_the_problem(spark):
 
 def test_a_plain_path_is_the_root_and_the_path_as_written(spark):
     frame = spark.createDataFrame([(r, p) for r, p, _ in CASES], "root string, p string")
-    plain = [(r["root"], r["p"]) for r in frame.where(is_plain(F.col("root"), F.col("p"))).collect()]
+    plain = [(r["root"], r["p"]) for r in frame.where(is_plain(F.col("p"), F.col("root"))).collect()]
     assert ("s3://bkt/w/t", "p=1/part-0.snappy.parquet") in plain
     assert ("file:///", "z") not in plain and ("file:///tmp/t", "./x") not in plain
     for root, log_path in plain:

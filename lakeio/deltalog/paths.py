@@ -74,16 +74,17 @@ def _fold(path: str, log_path: str) -> str:
     return "/" + "/".join(stack)
 
 
-def is_plain(table_root: Column, log_path: Column) -> Column:
+def is_plain(log_path: Column, table_root: Column | None = None) -> Column:
     """True for the log paths almost every table writes: relative, with no escape, scheme, dot
-    segment, doubled or trailing slash. Such a path names ``<table_root>/<log_path>``; it is
-    told apart with substring checks only (the full resolution needs regular expressions and
-    a fold that Spark cannot compile into its generated code)."""
-    return F.coalesce(
-        (F.length(log_path) > 0) & ~log_path.startswith("/") & ~log_path.endswith("/") & ~log_path.endswith(".")
-        & ~log_path.contains("%") & ~log_path.contains(":") & ~log_path.contains("//") & ~log_path.contains("./")
-        & ~table_root.endswith("/"),
-        F.lit(False))
+    segment, doubled or trailing slash. Such a path names ``<table_root>/<log_path>`` (unless
+    the root itself ends with a slash: the filesystem root); it is told apart with substring
+    checks only (the full resolution needs regular expressions and a fold that Spark cannot
+    compile into its generated code)."""
+    plain = ((F.length(log_path) > 0) & ~log_path.startswith("/") & ~log_path.endswith("/") & ~log_path.endswith(".")
+             & ~log_path.contains("%") & ~log_path.contains(":") & ~log_path.contains("//") & ~log_path.contains("./"))
+    if table_root is not None:
+        plain = plain & ~table_root.endswith("/")
+    return F.coalesce(plain, F.lit(False))
 
 
 def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) -> DataFrame:

@@ -136,7 +136,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     failures.update(_read_problems(catalog))
     catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if s.root not in failures]
-    files = _file_actions(_actions(spark, catalog)) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
+    files = _file_actions(spark, catalog) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
     if check_paths:
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
@@ -159,6 +159,11 @@ class _LogFile:
     protocol: Row | None = None
     metadata: Row | None = None
     sidecars: tuple[str, ...] = ()  # as a v2 checkpoint names them
+    rare: int = 0  # add and remove actions naming a file that needs the full path resolution
+
+    @property
+    def needs_resolution(self) -> bool:
+        return self.rare > 0 or self.table_root.endswith("/")  # the filesystem root as a table
 
 
 def _log_files(segments: list[LogSegment]) -> list[_LogFile]:
@@ -207,7 +212,8 @@ def _reads(spark: SparkSession, log_files: list[_LogFile], schema: StructType) -
 
 def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]:
     """Fill in each file's rows, malformed lines, protocol, metaData and sidecars. The add and
-    remove paths are counted too, so that every column the replay reads later is read here.
+    remove paths are counted too, so that every column the replay reads later is read here, and
+    so are the actions whose files need the full path resolution (only their files are read for it).
 
     Counts come from a hashed aggregation; the few rows that describe the table are
     collected as they are (an aggregate of those wide values would sort every action)."""
@@ -216,7 +222,9 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
     for frame in _reads(spark, log_files, ACTIONS_SCHEMA):
         parts.append(frame.groupBy("file").agg(
             F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
-            F.count("add.path").alias("adds"), F.count("remove.path").alias("removes")))
+            F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
+            F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
+            .alias("rare")))
         parts.append(frame.where(described).select("file", "protocol", "metaData", F.col("sidecar.path").alias("sidecar")))
     summary = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     by_uri = {uris.canonical(f.uri): f for f in log_files}
@@ -224,7 +232,7 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
         log_file.spelling = row["file"]
         if row["rows"] is not None:
-            log_file.rows, log_file.corrupt = row["rows"], row["corrupt"]
+            log_file.rows, log_file.corrupt, log_file.rare = row["rows"], row["corrupt"], row["rare"]
         log_file.protocol = log_file.protocol or row["protocol"]
         log_file.metadata = log_file.metadata or row["metaData"]
         if row["sidecar"] is not None:
@@ -279,51 +287,72 @@ def _actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     lookup = spark.createDataFrame(
         [(f.spelling, f.table_root, f.version) for f in catalog if f.spelling is not None],
         "file string, table_root string, version long")
-    frames = [frame.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select("file", "add", "remove")
+    frames = [frame.where(_is_action()).select("file", "add", "remove")
               for frame in _reads(spark, catalog, _FILE_ACTIONS_SCHEMA)]
     return reduce(DataFrame.unionByName, frames).join(F.broadcast(lookup), "file").drop("file")
 
 
-def _file_actions(actions: DataFrame) -> DataFrame:
+def _is_add() -> Column:
+    """One action per row; like Delta, an add wins over a remove on a malformed one."""
+    return F.col("add").isNotNull()
+
+
+def _is_action() -> Column:
+    return _is_add() | F.col("remove").isNotNull()
+
+
+def _either(*field: str) -> Column:
+    """The add's field, else the remove's."""
+    return F.when(_is_add(), F.col(".".join(("add", *field)))).otherwise(F.col(".".join(("remove", *field))))
+
+
+def _plain(raw_path: Column, dv_storage_type: Column, table_root: Column | None = None) -> Column:
+    """An action naming ``<table_root>/<raw_path>`` (see paths.is_plain) and no deletion-vector file."""
+    return is_plain(raw_path, table_root) & (dv_storage_type.isNull() | (dv_storage_type == "i"))
+
+
+def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     """The winning add/remove per (table, path, deletion vector), with canonical file URIs
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
-    a file it names cannot be resolved, or null."""
+    a file it names cannot be resolved, or null.
 
-    add, remove = F.col("add"), F.col("remove")
-    is_add = add.isNotNull()  # one action per row; like Delta, an add wins over a remove on a malformed one
+    Nearly every action names a plain relative path and no deletion-vector file: those take a
+    branch Spark compiles whole. The rest go through the full resolution, read only from the
+    files the summary found them in (all actions of one key share its path, so each key is
+    reconciled whole in its branch); with none, that branch is not built at all."""
+    columns = FILE_ACTIONS.columns
+    plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
+    simple = _winners(_actions(spark, catalog)).where(plain).select(
+        "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"), F.lit(None).cast("string").alias("dv_path"),
+        F.lit(None).cast("string").alias("problem")).select(columns)
+    rare = [f for f in catalog if f.needs_resolution]
+    if not rare:
+        return simple
+    return simple.unionByName(_resolved(_winners(_actions(spark, rare)).where(~plain)).select(columns))
 
-    def either(name: str) -> Column:
-        return F.when(is_add, add[name]).otherwise(remove[name])
 
+def _winners(actions: DataFrame) -> DataFrame:
+    """The newest action per (table, path, deletion vector); within one version an add beats a remove."""
     both = actions.select(
-        "table_root", "version", F.when(is_add, "add").otherwise("remove").alias("kind"),
-        either("path").alias("raw_path"), either("size").alias("size"),
-        add["modificationTime"].alias("modification_time"), remove["deletionTimestamp"].alias("deletion_timestamp"),
-        *[either("deletionVector")[name].alias(alias) for name, alias in (
+        "table_root", "version", F.when(_is_add(), "add").otherwise("remove").alias("kind"),
+        _either("path").alias("raw_path"), _either("size").alias("size"),
+        F.col("add.modificationTime").alias("modification_time"),
+        F.col("remove.deletionTimestamp").alias("deletion_timestamp"),
+        *[_either("deletionVector", name).alias(alias) for name, alias in (
             ("storageType", "dv_storage_type"), ("pathOrInlineDv", "dv_path_or_inline"), ("offset", "dv_offset"),
             ("cardinality", "dv_cardinality"))],
     )
-    # The newest version wins; within one version an add beats a remove. Folded into one
-    # number so that every aggregate keeps a fixed-width buffer (Spark hashes those; a
-    # string or struct buffer makes it sort every action instead).
+    # Folded into one number so that every aggregate keeps a fixed-width buffer (Spark hashes
+    # those; a string or struct buffer makes it sort every action instead).
     order = F.col("version") * 2 + (F.col("kind") == "add").cast("long")
     key = ["table_root", "raw_path", "dv_storage_type", "dv_path_or_inline", "dv_offset"]
-    winners = both.groupBy(*key).agg(
+    return both.groupBy(*key).agg(
         F.max(order).alias("order"),
         *[F.max_by(name, order).alias(name) for name in ("size", "modification_time", "deletion_timestamp",
                                                          "dv_cardinality")],
     ).select(*key, "size", "modification_time", "deletion_timestamp", "dv_cardinality",
              F.floor(F.col("order") / 2).alias("version"),
              F.when(F.col("order") % 2 == 1, "add").otherwise("remove").alias("kind"))
-    dv_type = F.col("dv_storage_type")
-    columns = FILE_ACTIONS.columns
-    # Nearly every action names a plain relative path and no deletion-vector file: those take a
-    # branch Spark compiles whole; the rest go through the full resolution.
-    plain = is_plain(F.col("table_root"), F.col("raw_path")) & (dv_type.isNull() | (dv_type == "i"))
-    simple = winners.where(plain).select(
-        "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"), F.lit(None).cast("string").alias("dv_path"),
-        F.lit(None).cast("string").alias("problem"))
-    return simple.select(columns).unionByName(_resolved(winners.where(~plain)).select(columns))
 
 
 def _resolved(winners: DataFrame) -> DataFrame:
