@@ -96,8 +96,7 @@ class BatchVacuum:
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
-        discover = tables if isinstance(tables, Discover) else None
-        explicit = None if isinstance(tables, Discover) else as_targets(tables)
+        discover, explicit = (tables, None) if isinstance(tables, Discover) else (None, as_targets(tables))
         now_ms = self.options.now_ms or int(time.time() * 1000)
         run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                         inventory_table=uris.to_uri(self.options.inventory_table),
