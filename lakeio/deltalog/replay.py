@@ -225,14 +225,19 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
             F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
             F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
             .alias("rare")))
-        parts.append(frame.where(described).select("file", "protocol", "metaData", F.col("sidecar.path").alias("sidecar")))
+        # A describing line that does not parse as its action's types is malformed, though the
+        # count above, which reads other columns of the line, cannot tell.
+        malformed = F.col("_corrupt_record").isNotNull()
+        parts.append(frame.where(described | malformed).select(
+            "file", "protocol", "metaData", F.col("sidecar.path").alias("sidecar"), malformed.alias("malformed")))
     summary = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     by_uri = {uris.canonical(f.uri): f for f in log_files}
     for row in summary.collect():
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
         log_file.spelling = row["file"]
         if row["rows"] is not None:
-            log_file.rows, log_file.corrupt, log_file.rare = row["rows"], row["corrupt"], row["rare"]
+            log_file.rows, log_file.rare = row["rows"], row["rare"]
+        log_file.corrupt += (row["corrupt"] or 0) + bool(row["malformed"])  # rows come in any order
         log_file.protocol = log_file.protocol or row["protocol"]
         log_file.metadata = log_file.metadata or row["metaData"]
         if row["sidecar"] is not None:
