@@ -174,6 +174,10 @@ ODD_LOG_LINES = {  # appended to a commit: (line, why the table is refused)
                              '"readerFeatures": ["futureFeature"], "writerFeatures": ["futureFeature"]}}',
                              "unknown table feature(s): futureFeature"),
     "add without a path": ('{"add": {"size": 1, "modificationTime": 1, "dataChange": true}}', "without a path"),
+    "deletion vector id not z85": ('{"add": {"path": "x.parquet", "size": 1, "modificationTime": 1, "dataChange": true, '
+                                   '"deletionVector": {"storageType": "u", "pathOrInlineDv": "~~~~~~~~~~~~~~~~~~~~", '
+                                   '"sizeInBytes": 1, "cardinality": 1}}}',
+                                   "version 1: deletion vector id '~~~~~~~~~~~~~~~~~~~~' is not valid z85"),
     "protocol of the wrong type": ('{"protocol": {"minReaderVersion": "three", "minWriterVersion": 2}}',
                                    "malformed JSON line in"),
 }
@@ -182,8 +186,9 @@ ODD_LOG_LINES = {  # appended to a commit: (line, why the table is refused)
 @pytest.mark.parametrize("line", ODD_LOG_LINES.values(), ids=ODD_LOG_LINES.keys())
 def test_odd_log_lines_refuse_their_table(spark, tmp_path, line):
     """A JSON key written with escapes is still that key (as Delta's JSON reader reads it); an
-    action naming no file, or a protocol whose fields do not parse as their types, refuses the
-    table (with that reason); blank lines are no actions."""
+    action naming no file or a deletion vector id that does not decode, or a protocol whose
+    fields do not parse as their types, refuses the table (with that reason); blank lines are
+    no actions."""
     text, reason = line
     odd, blank = (tmp_path / "lake" / n for n in ("odd", "blank"))
     for table in (odd, blank):

@@ -160,6 +160,7 @@ class _LogFile:
     metadata: Row | None = None
     sidecars: tuple[str, ...] = ()  # as a v2 checkpoint names them
     rare: int = 0  # add and remove actions naming a file that needs the full path resolution
+    dv_ids: int = 0  # actions with a deletion vector of storage type u (a file named by its id)
 
     @property
     def needs_resolution(self) -> bool:
@@ -224,7 +225,8 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
             F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
             F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
             F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
-            .alias("rare")))
+            .alias("rare"),
+            F.count(F.when(_either("deletionVector", "storageType") == "u", 1)).alias("dv_ids")))
         # A describing line that does not parse as its action's types is malformed, though the
         # count above, which reads other columns of the line, cannot tell.
         malformed = F.col("_corrupt_record").isNotNull()
@@ -236,7 +238,7 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
         log_file.spelling = row["file"]
         if row["rows"] is not None:
-            log_file.rows, log_file.rare = row["rows"], row["rare"]
+            log_file.rows, log_file.rare, log_file.dv_ids = row["rows"], row["rare"], row["dv_ids"]
         log_file.corrupt += (row["corrupt"] or 0) + bool(row["malformed"])  # rows come in any order
         log_file.protocol = log_file.protocol or row["protocol"]
         log_file.metadata = log_file.metadata or row["metaData"]
@@ -312,8 +314,25 @@ def _either(*field: str) -> Column:
 
 
 def _plain(raw_path: Column, dv_storage_type: Column, table_root: Column | None = None) -> Column:
-    """An action naming ``<table_root>/<raw_path>`` (see paths.is_plain) and no deletion-vector file."""
-    return is_plain(raw_path, table_root) & (dv_storage_type.isNull() | (dv_storage_type == "i"))
+    """An action naming ``<table_root>/<raw_path>`` (see paths.is_plain) and, if it has a deletion
+    vector, one stored inline or by id (below the root)."""
+    return is_plain(raw_path, table_root) & (dv_storage_type.isNull() | dv_storage_type.isin("i", "u"))
+
+
+def _dv_by_id() -> Column:
+    """The file of a deletion vector stored by id (type ``u``): below the root, named by the id."""
+    return F.when(F.col("dv_storage_type") == "u", F.concat(
+        F.col("table_root"), F.lit("/"), dv_relative_path_col(F.col("dv_path_or_inline"))))
+
+
+def _invalid_dv_id() -> Column:
+    """Why a deletion vector stored by id has no file (``dv_path`` is null): its id does not decode."""
+    return F.when((F.col("dv_storage_type") == "u") & F.col("dv_path").isNull(),
+                  F.concat(F.lit("deletion vector id '"), F.col("dv_path_or_inline"), F.lit("' is not valid z85")))
+
+
+def _in_version(problem: Column) -> Column:
+    return F.when(problem.isNotNull(), F.concat(F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem))
 
 
 def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
@@ -321,15 +340,20 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
     a file it names cannot be resolved, or null.
 
-    Nearly every action names a plain relative path and no deletion-vector file: those take a
-    branch Spark compiles whole. The rest go through the full resolution, read only from the
-    files the summary found them in (all actions of one key share its path, so each key is
-    reconciled whole in its branch); with none, that branch is not built at all."""
+    Nearly every action names a plain relative path (and no deletion vector, or one inline or
+    by id): those take a branch Spark compiles whole, decoding ids only when the summary saw
+    one. The rest go through the full resolution, read only from the files the summary found
+    them in (all actions of one key share its path, so each key is reconciled whole in its
+    branch); with none, that branch is not built at all."""
     columns = FILE_ACTIONS.columns
     plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
     simple = _winners(_actions(spark, catalog)).where(plain).select(
-        "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"), F.lit(None).cast("string").alias("dv_path"),
-        F.lit(None).cast("string").alias("problem")).select(columns)
+        "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"))
+    if any(f.dv_ids for f in catalog):
+        simple = simple.withColumn("dv_path", _dv_by_id()).withColumn("problem", _in_version(_invalid_dv_id()))
+    else:
+        simple = simple.select("*", F.lit(None).cast("string").alias("dv_path"), F.lit(None).cast("string").alias("problem"))
+    simple = simple.select(columns)
     rare = [f for f in catalog if f.needs_resolution]
     if not rare:
         return simple
@@ -366,19 +390,16 @@ def _resolved(winners: DataFrame) -> DataFrame:
     files = with_resolved(winners, "table_root", "raw_path", "path")
     files = with_resolved(files.withColumn("dv_absolute", F.when(dv_type == "p", dv_text)),
                           "table_root", "dv_absolute", "dv_absolute_path")
-    files = files.withColumn("dv_path", F.when(dv_type == "u", F.concat(
-        F.col("table_root"), F.lit("/"), dv_relative_path_col(dv_text))).when(dv_type == "p", F.col("dv_absolute_path")))
+    files = files.withColumn("dv_path", _dv_by_id().when(dv_type == "p", F.col("dv_absolute_path")))
     problem = F.coalesce(
         F.when(F.col("raw_path").isNull(), F.lit("an add or remove without a path")),
         F.col("path_problem"),
         F.col("dv_absolute_path_problem"),
-        F.when((dv_type == "u") & F.col("dv_path").isNull(),
-               F.concat(F.lit("deletion vector id '"), dv_text, F.lit("' is not valid z85"))),
+        _invalid_dv_id(),
         F.when(~dv_type.isin(*KNOWN_DV_STORAGE_TYPES),
                F.concat(F.lit("unknown deletion vector storage type '"), dv_type, F.lit("'"))),
     )
-    return files.withColumn("problem", F.when(problem.isNotNull(), F.concat(
-        F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem)))
+    return files.withColumn("problem", _in_version(problem))
 
 
 def unresolvable(files: DataFrame) -> dict[TableRoot, str]:
