@@ -213,33 +213,37 @@ def _reads(spark: SparkSession, log_files: list[_LogFile], schema: StructType) -
 
 def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]:
     """Fill in each file's rows, malformed lines, protocol, metaData and sidecars. The add and
-    remove paths are counted too, so that every column the replay reads later is read here, and
-    so are the actions whose files need the full path resolution (only their files are read for it).
+    remove paths are counted too, so that every column the replay reads later is read (and
+    type-checked) here, and so are the actions whose files need the full path resolution (only
+    their files are read for it).
 
-    Counts come from a hashed aggregation; the few rows that describe the table are
-    collected as they are (an aggregate of those wide values would sort every action)."""
-    described = F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("sidecar").isNotNull()
-    parts = []
-    for frame in _reads(spark, log_files, ACTIONS_SCHEMA):
-        parts.append(frame.groupBy("file").agg(
-            F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
-            F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
-            F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
-            .alias("rare"),
-            F.count(F.when(_either("deletionVector", "storageType") == "u", 1)).alias("dv_ids")))
-        # A describing line that does not parse as its action's types is malformed, though the
-        # count above, which reads other columns of the line, cannot tell.
-        malformed = F.col("_corrupt_record").isNotNull()
-        parts.append(frame.where(described | malformed).select(
-            "file", "protocol", "metaData", F.col("sidecar.path").alias("sidecar"), malformed.alias("malformed")))
-    summary = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    One scan and one hashed aggregation: the lines that describe the table are grouping keys
+    (null for every action, so each file's actions fall in one group), the counts fixed-width
+    buffers; a file's counts add up over its groups. (Collecting the describing lines apart
+    scanned every file twice; aggregating their wide values would sort every action.)"""
+    described = [
+        F.col("protocol"),
+        # A map cannot be a grouping key; its entries can.
+        F.when(F.col("metaData").isNotNull(), F.col("metaData").withField(
+            "configuration", F.map_entries("metaData.configuration"))).alias("metaData"),
+        F.col("sidecar.path").alias("sidecar"),
+    ]
+    counts = [
+        F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
+        F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
+        F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
+        .alias("rare"),
+        F.count(F.when(_either("deletionVector", "storageType") == "u", 1)).alias("dv_ids"),
+    ]
+    parts = [frame.groupBy("file", *described).agg(*counts) for frame in _reads(spark, log_files, ACTIONS_SCHEMA)]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
-    for row in summary.collect():
+    for row in reduce(DataFrame.unionByName, parts).collect():
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
         log_file.spelling = row["file"]
-        if row["rows"] is not None:
-            log_file.rows, log_file.rare, log_file.dv_ids = row["rows"], row["rare"], row["dv_ids"]
-        log_file.corrupt += (row["corrupt"] or 0) + bool(row["malformed"])  # rows come in any order
+        log_file.rows += row["rows"]
+        log_file.corrupt += row["corrupt"]
+        log_file.rare += row["rare"]
+        log_file.dv_ids += row["dv_ids"]
         log_file.protocol = log_file.protocol or row["protocol"]
         log_file.metadata = log_file.metadata or row["metaData"]
         if row["sidecar"] is not None:
