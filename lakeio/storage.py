@@ -8,6 +8,7 @@ folder listings); bulk data is read by Spark tasks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -23,7 +24,9 @@ class FileStatus:
     is_dir: bool
 
 
-Listing = list[FileStatus]  # named outside Storage, whose own ``list`` method hides the builtin there
+# Named outside Storage, whose own ``list`` method hides the builtin there.
+Listing = list[FileStatus]
+FileUris = list[str]
 
 
 class Storage:
@@ -31,6 +34,7 @@ class Storage:
 
     def __init__(self, spark: SparkSession):
         assert spark.sparkContext._jvm is not None, "a classic (JVM) Spark session is needed"
+        self._spark = spark
         self._jvm = spark.sparkContext._jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
@@ -66,6 +70,23 @@ class Storage:
         if not fs.exists(path):
             return []
         return [self._status(st) for st in fs.listStatus(path)]
+
+    def files_in(self, folders: Sequence[str]) -> dict[str, FileUris]:
+        """The URIs of the files directly in each folder (keyed as given), from one listing by
+        Spark's own file index: on executors past Spark's parallel-listing threshold, where
+        :meth:`list` costs the driver a gateway round trip per file (500 ``_delta_log/``
+        folders: about 3 s against 1 s). Like every Spark read, it leaves out names starting
+        with ``_`` or ``.``. Raises when any folder cannot be listed (one that does not exist,
+        say): the caller lists them one by one to learn which."""
+        reader = self._spark.read.options(recursiveFileLookup="true", ignoreMissingFiles="false")
+        listed = reader.format("text").load([uris.literal(f) for f in folders])._jdf.inputFiles()
+        found: dict[str, FileUris] = {uris.canonical(f): [] for f in folders}
+        for spelled in listed:  # a URI's escaped spelling, and any depth: keep the direct children
+            uri = uris.decode_log_path(spelled)
+            folder = found.get(uris.canonical(uris.parent(uri)))
+            if folder is not None:
+                folder.append(uri)
+        return {f: found[uris.canonical(f)] for f in folders}
 
     def walk(self, uri: str) -> Listing:
         """Every file below a folder, at any depth (empty when it does not exist)."""

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lakeio import uris
-from lakeio.storage import FileStatus, Storage
+from lakeio.storage import Storage
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -47,43 +47,48 @@ def log_segment(storage: Storage, table_root: str) -> LogSegment:
         listing = storage.list(log_dir)
     except Exception as exc:  # permission, throttling, ...
         raise UnreadableLog(f"{log_dir}: cannot list: {str(exc).splitlines()[0][:200]}") from None
-    return segment_from_listing(table_root, listing)
+    return segment_from_listing(table_root, [status.uri for status in listing if not status.is_dir])
 
 
 def log_segments(storage: Storage, table_roots: Sequence[str]) -> tuple[list[LogSegment], dict[str, str]]:
-    """Segments of many tables (one ``_delta_log/`` listing each, several at a time), and
-    ``{table_root: why}`` for those whose log is unreadable."""
+    """Segments of many tables, and ``{table_root: why}`` for those whose log is unreadable.
 
-    def find(root: str) -> LogSegment | UnreadableLog:
+    Every ``_delta_log/`` is listed in one go (see Storage.files_in); if that fails, each
+    folder is listed alone, several at a time, so that each table gets its own reason."""
+
+    def find(root: str, files: list[str] | None = None) -> LogSegment | UnreadableLog:
         try:
-            return log_segment(storage, root)
+            return log_segment(storage, root) if files is None else segment_from_listing(root, files)
         except UnreadableLog as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        found = list(pool.map(find, table_roots))
+    try:
+        listed = storage.files_in([uris.join(root, "_delta_log") for root in table_roots])
+        found = [find(root, listed[uris.join(root, "_delta_log")]) for root in table_roots]
+    except Exception:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            found = list(pool.map(find, table_roots))
     segments = [f for f in found if isinstance(f, LogSegment)]
     failures = {root: str(f) for root, f in zip(table_roots, found) if isinstance(f, UnreadableLog)}
     return segments, failures
 
 
-def segment_from_listing(table_root: str, listing: list[FileStatus]) -> LogSegment:
+def segment_from_listing(table_root: str, files: list[str]) -> LogSegment:
+    """The segment from the URIs of the files directly in ``_delta_log/``."""
     log_dir = uris.join(table_root, "_delta_log")
     commits: dict[int, str] = {}
     checkpoints: dict[int, dict] = {}
-    for status in listing:
-        if status.is_dir:
-            continue
-        file_name = uris.name(status.uri)
+    for uri in files:
+        file_name = uris.name(uri)
         if m := _COMMIT.match(file_name):
-            commits[int(m.group(1))] = status.uri
+            commits[int(m.group(1))] = uri
         elif m := _CLASSIC.match(file_name):
-            checkpoints.setdefault(int(m.group(1)), {})["classic"] = status.uri
+            checkpoints.setdefault(int(m.group(1)), {})["classic"] = uri
         elif m := _MULTIPART.match(file_name):
             parts = checkpoints.setdefault(int(m.group(1)), {}).setdefault("multipart", {})
-            parts.setdefault(int(m.group(3)), {})[int(m.group(2))] = status.uri
+            parts.setdefault(int(m.group(3)), {})[int(m.group(2))] = uri
         elif m := _V2.match(file_name):
-            checkpoints.setdefault(int(m.group(1)), {})["v2_" + m.group(2)] = status.uri
+            checkpoints.setdefault(int(m.group(1)), {})["v2_" + m.group(2)] = uri
     if not commits and not checkpoints:
         raise UnreadableLog(f"{log_dir}: no commits or checkpoints (not a Delta table?)")
     latest = max([*commits, *checkpoints])
