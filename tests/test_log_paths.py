@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
+from lakeio import uris
 from lakeio.deltalog.paths import UnresolvablePath, is_plain, resolve, with_resolved
+from lakeio.deltalog.segments import log_segments
+from lakeio.storage import Storage
 
 CASES = [
     # (table root, path as the log spells it, the file it names or None when the table must be refused)
@@ -65,3 +68,26 @@ def test_a_plain_path_is_the_root_and_the_path_as_written(spark):
     assert ("file:///", "z") not in plain and ("file:///tmp/t", "./x") not in plain
     for root, log_path in plain:
         assert resolve(root, log_path) == f"{root}/{log_path}"
+
+
+def test_many_log_folders_are_listed_in_one_go_as_named(spark, tmp_path):
+    """Every ``_delta_log/`` in one listing gives what listing each folder gives: decoded names,
+    direct children only, no hidden names (no log file has one). A folder that does not exist
+    fails the whole listing; the tables are then listed one by one, each with its own reason."""
+    storage = Storage(spark)
+    folders = [tmp_path / "a b%20[c]" / "_delta_log", tmp_path / "t" / "_delta_log"]
+    for folder in folders:
+        (folder / "_sidecars").mkdir(parents=True)
+        for name in ("00000000000000000000.json", "x+y %.json", ".0.json.crc", "_last_checkpoint", "_sidecars/s.parquet"):
+            (folder / name).write_text("{}\n")
+    given = [str(folders[0]), f"file://{folders[1]}"]
+    listed = storage.files_in(given)
+    for folder in given:
+        one_by_one = [s.uri for s in storage.list(folder) if not s.is_dir and not uris.name(s.uri).startswith(("_", "."))]
+        assert sorted(listed[folder]) == sorted(one_by_one) and len(one_by_one) == 2
+    missing = str(tmp_path / "missing")
+    with pytest.raises(Exception, match="does not exist"):
+        storage.files_in([given[1], uris.join(missing, "_delta_log")])
+    segments, failures = log_segments(storage, [str(folders[1].parent), missing])
+    assert [s.version for s in segments] == [0]
+    assert failures == {missing: f"{uris.join(missing, '_delta_log')}: no commits or checkpoints (not a Delta table?)"}
