@@ -42,6 +42,7 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_logs
+from lakeio.shapes import of_tables
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
@@ -265,7 +266,7 @@ class ErasureEvidence:
                       "run_id", F.unix_millis("timestamp").alias("at_ms"), "inventory_date", "retention_hours"),
                       "timestamp").alias("run")))
         run_at_ms: dict[str, int] = {}
-        for row in newest.where(F.col("table_root").isin(roots)).collect():
+        for row in of_tables(newest, roots).collect():
             table, run = tables[row["table_root"]], row["run"]
             run_ms = run_at_ms[table.table] = run["at_ms"]
             table.last_deleting_run, table.last_deleting_run_at = run["run_id"], iso_utc(run_ms)

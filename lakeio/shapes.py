@@ -7,9 +7,11 @@ the seam with both sides named, not three joins later as an unresolved column.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 _TYPES = {"string": StringType(), "long": LongType(), "boolean": BooleanType()}
@@ -59,3 +61,19 @@ CANDIDATES = Shape("candidates", _schema(
 # One row per planned file after the run: ``action`` is an AuditAction, ``at_ms`` when it happened.
 OUTCOMES = Shape("outcomes", _schema(
     "table_root string, path string, length long, modificationTime long, action string, error string, at_ms long"))
+
+
+def of_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
+    """The rows of ``frame`` whose ``table_root`` is one of ``roots``, by a broadcast semi-join:
+    the same few gateway calls for 5 tables or 500, where an ``isin`` of 500 roots cost the
+    driver 0.4-0.7 s (a call per root)."""
+    return frame.join(F.broadcast(_roots(frame, roots)), "table_root", "left_semi")
+
+
+def without_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
+    """The rows of ``frame`` whose ``table_root`` is none of ``roots`` (see :func:`of_tables`)."""
+    return frame.join(F.broadcast(_roots(frame, roots)), "table_root", "left_anti")
+
+
+def _roots(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
+    return frame.sparkSession.createDataFrame([(root,) for root in roots], "table_root string")

@@ -21,7 +21,7 @@ from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
-from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS
+from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, of_tables
 from lakeio.uris import TableRoot
 from vacuum_jobs.report import TableCounts
 
@@ -83,7 +83,7 @@ def plan_tables(
     if cache:
         classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms)
-    refused = unresolvable(files.where(F.col("table_root").isin(unresolved))) if unresolved else {}
+    refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
     candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns)

@@ -34,7 +34,7 @@ from lakeio import uris
 from lakeio.deltalog.keep import dv_relative_path_col
 from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
-from lakeio.shapes import FILE_ACTIONS
+from lakeio.shapes import FILE_ACTIONS, without_tables
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.uris import TableRoot
@@ -140,7 +140,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     if check_paths:
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
-        files = files.where(~F.col("table_root").isin(list(failures))) if failures else files
+        files = without_tables(files, list(failures)) if failures else files
     return Replay(_table_states(catalog, segments), failures, files, versions)
 
 
