@@ -223,17 +223,16 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
     scanned every file twice; aggregating their wide values would sort every action.)"""
     described = [
         F.col("protocol"),
-        # A map cannot be a grouping key; its entries can.
-        F.when(F.col("metaData").isNotNull(), F.col("metaData").withField(
-            "configuration", F.map_entries("metaData.configuration"))).alias("metaData"),
+        # A map cannot be a grouping key; its entries can (a null metaData stays null).
+        F.col("metaData").withField("configuration", F.map_entries("metaData.configuration")).alias("metaData"),
         F.col("sidecar.path").alias("sidecar"),
     ]
+    dv_storage_type = _either("deletionVector", "storageType")
     counts = [
         F.count(F.lit(1)).alias("rows"), F.count("_corrupt_record").alias("corrupt"),
         F.count("add.path").alias("adds"), F.count("remove.path").alias("removes"),
-        F.count(F.when(_is_action() & ~_plain(_either("path"), _either("deletionVector", "storageType")), 1))
-        .alias("rare"),
-        F.count(F.when(_either("deletionVector", "storageType") == "u", 1)).alias("dv_ids"),
+        F.count(F.when(_is_action() & ~_plain(_either("path"), dv_storage_type), 1)).alias("rare"),
+        F.count(F.when(dv_storage_type == "u", 1)).alias("dv_ids"),
     ]
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in _reads(spark, log_files, ACTIONS_SCHEMA)]
     by_uri = {uris.canonical(f.uri): f for f in log_files}

@@ -63,8 +63,9 @@ def log_segments(storage: Storage, table_roots: Sequence[str]) -> tuple[list[Log
             return exc
 
     try:
-        listed = storage.files_in([uris.join(root, "_delta_log") for root in table_roots])
-        found = [find(root, listed[uris.join(root, "_delta_log")]) for root in table_roots]
+        log_dirs = [uris.join(root, "_delta_log") for root in table_roots]
+        listed = storage.files_in(log_dirs)
+        found = [find(root, listed[log_dir]) for root, log_dir in zip(table_roots, log_dirs)]
     except Exception:
         with ThreadPoolExecutor(max_workers=16) as pool:
             found = list(pool.map(find, table_roots))
