@@ -6,7 +6,8 @@ accepts: relative, ``./x``, ``a/../x``, scheme-less absolute, full URI), in tabl
 or without UniForm Iceberg; inventories list every file ever written, deletion-vector
 files, hidden files, Iceberg metadata, orphans, and a neighbour table's files, with
 modification times on both sides of the cutoff, some of them twice (two inventory
-configurations). After planning, another writer may re-add a candidate. A plain-Python
+configurations). The replay reads the actions afresh or from the JSON commits its summary
+kept. After planning, another writer may re-add a candidate. A plain-Python
 model says what must be kept; the Spark plan, after its re-check, must agree exactly.
 """
 
@@ -85,9 +86,9 @@ def _dv_file(dv):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(step, min_size=1, max_size=14), orphan_times=st.lists(times, min_size=1, max_size=4),
        partitioned=st.booleans(), spelling=spellings, iceberg=st.booleans(),
-       duplicates=st.lists(times, max_size=4), late_readd=st.booleans())
+       duplicates=st.lists(times, max_size=4), late_readd=st.booleans(), keep_commits=st.booleans())
 def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, history, orphan_times, partitioned,
-                                                      spelling, iceberg, duplicates, late_readd):
+                                                      spelling, iceberg, duplicates, late_readd, keep_commits):
     base = tmp_path_factory.mktemp("prop")
     root = base / "t"
     log = root / "_delta_log"
@@ -171,7 +172,7 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     expected = {f"file://{root}/{p}" for p, t in inventory.items() if p not in keep and not hidden(p) and t < CUTOFF}
 
     root_uri = f"file://{root}"
-    replay = replay_logs(spark, [log_segment(Storage(spark), str(root))], check_paths=False)
+    replay = replay_logs(spark, [log_segment(Storage(spark), str(root))], check_paths=False, keep_commits=keep_commits)
     assert not replay.failures
     df = spark.createDataFrame(  # every configuration's row: the plan picks one per object
         inventory_rows, "path string, length long, isDir boolean, modificationTime long, bucket string, key string, "
@@ -194,4 +195,5 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     recheck = recheck_logs(spark, Storage(spark), {str(root): len(commits) - 1})
     assert not recheck.refused
     deletable = {r["path"] for r in recheck.without_referenced(plan.candidates).collect()}
+    replay.release()
     assert deletable == expected - set(readded)

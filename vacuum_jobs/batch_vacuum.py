@@ -114,17 +114,20 @@ class BatchVacuum:
         run.tables = list(reports.values())
         runnable = self._skip_disabled(targets, reports)
         replay = self._read_logs(runnable, reports)
-        policies = self._apply_gates(runnable, replay, reports, now_ms)
-        if policies:
-            plan = self._plan(inventory, replay, policies, reports, all_roots)
-            try:
-                self._check_plan(plan, reports)
-                run.outcomes = self._delete(plan, reports, inventory)
-            finally:
-                plan.release()
-        if self.options.audit_table:
-            self.progress(f"recording {self.options.audit_table}")
-            write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+        try:
+            policies = self._apply_gates(runnable, replay, reports, now_ms)
+            if policies:
+                plan = self._plan(inventory, replay, policies, reports, all_roots)
+                try:
+                    self._check_plan(plan, reports)
+                    run.outcomes = self._delete(plan, reports, inventory)
+                finally:
+                    plan.release()
+            if self.options.audit_table:
+                self.progress(f"recording {self.options.audit_table}")
+                write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+        finally:
+            replay.release()  # only now: a dry run's outcomes stay lazy until the audit above reads them
         run.elapsed_seconds = time.monotonic() - started
         return run
 
@@ -149,7 +152,8 @@ class BatchVacuum:
         """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once."""
         self.progress(f"reading the logs of {len(targets)} table(s)")
         replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
-                           check_paths=False)  # the plan checks them in its pass
+                           check_paths=False,  # the plan checks them in its pass
+                           keep_commits=True)  # the plan reads the actions from the commits the summary parsed
         for root, version in replay.versions.items():
             reports[root].version = version
         for root, reason in replay.failures.items():

@@ -4,6 +4,8 @@ One small Spark job reads every log file of every table (JSON commits and checkp
 Parquet; v2 sidecars in a second) for what describes each table; the add and remove
 actions stay lazy, to be reconciled per PROTOCOL.md "Action Reconciliation" inside the
 caller's own pass: for each (table, path, deletion vector id) the newest action wins.
+A caller that runs that pass once may ask for the JSON commits to be kept as the summary
+parsed them (Spark's cache, memory then disk), so that each line is parsed once.
 
 Log reads are exact or the table is refused: paths are read literally (no globbing),
 corrupt or missing files are never skipped whatever the cluster sets, every checkpoint
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -95,15 +98,23 @@ class TableState:
 class Replay:
     states: dict[TableRoot, TableState]
     failures: dict[TableRoot, str]  # why its log could not be read
-    files: DataFrame  # shapes.FILE_ACTIONS of the readable tables; not cached
+    files: DataFrame  # shapes.FILE_ACTIONS of the readable tables; lazy
     versions: dict[TableRoot, int] = field(default_factory=dict)  # the newest version listed
+    kept: DataFrame | None = None  # the parsed JSON commits ``files`` reads, when asked to keep them
+
+    def release(self) -> None:
+        """Drop the kept commits; ``files`` still answers, parsing them again."""
+        if self.kept is not None:
+            self.kept.unpersist()
+            self.kept = None
 
 
-def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str], check_paths: bool = True) -> Replay:
+def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str], check_paths: bool = True,
+              keep_commits: bool = False) -> Replay:
     """List each table's ``_delta_log/`` and replay its newest snapshot: how every job reads
     many logs. A table whose log cannot be listed or read lands in ``failures``."""
     segments, unlisted = log_segments(storage, table_roots)
-    replay = replay_logs(spark, segments, check_paths)
+    replay = replay_logs(spark, segments, check_paths, keep_commits)
     replay.failures.update({uris.table_root(root): why for root, why in unlisted.items()})
     return replay
 
@@ -113,20 +124,28 @@ def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str],
 _EXACT_READ = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
 
 
-def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bool = True) -> Replay:
+def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bool = True,
+                keep_commits: bool = False) -> Replay:
     """Reconcile the logs of ``segments``; tables whose files cannot be read land in ``failures``.
 
     One small Spark job reads every log file for what describes the table (protocol,
     metaData, sidecars, malformed lines, rows per file); ``files`` reads them again, lazily,
-    for the add and remove actions. With ``check_paths``, one more job moves the tables
-    whose actions name files we cannot resolve into ``failures``; without it the caller
-    folds the ``problem`` column into its own pass.
+    for the add and remove actions. With ``keep_commits`` the JSON commits stay as the
+    summary parsed them, for ``files`` to read instead (JSON costs a full parse per read,
+    a checkpoint's Parquet only its columns); call ``Replay.release`` when done with
+    ``files``. With ``check_paths``, one more job moves the tables whose actions name
+    files we cannot resolve into ``failures``; without it the caller folds the ``problem``
+    column into its own pass.
     """
     failures: dict[TableRoot, str] = {}
     versions = {s.root: s.version for s in segments}
+    kept: list[DataFrame] = []
     try:
-        catalog = _summarized(spark, segments)
+        catalog = _summarized(spark, segments, kept if keep_commits else None)
     except Exception:
+        for frame in kept:
+            frame.unpersist()
+        kept.clear()
         catalog = []
         for segment in segments:  # one broken log only fails its own table
             try:
@@ -136,12 +155,13 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     failures.update(_read_problems(catalog))
     catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if s.root not in failures]
-    files = _file_actions(spark, catalog) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
+    commits = kept[0] if kept else None
+    files = _file_actions(spark, catalog, commits) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
     if check_paths:
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
         files = without_tables(files, list(failures)) if failures else files
-    return Replay(_table_states(catalog, segments), failures, files, versions)
+    return Replay(_table_states(catalog, segments), failures, files, versions, commits)
 
 
 @dataclass
@@ -178,13 +198,14 @@ def _log_files(segments: list[LogSegment]) -> list[_LogFile]:
     return found
 
 
-def _summarized(spark: SparkSession, segments: list[LogSegment]) -> list[_LogFile]:
+def _summarized(spark: SparkSession, segments: list[LogSegment], kept: list[DataFrame] | None = None) -> list[_LogFile]:
     """Every log file of ``segments`` (v2 sidecars included) with what it says about its table,
-    in one Spark job (two when there are sidecars). Read errors surface here."""
+    in one Spark job (two when there are sidecars). Read errors surface here. With ``kept``,
+    the parsed JSON commits are cached and put there (sidecars are Parquet)."""
     catalog = _log_files(segments)
     if not catalog:
         return []
-    catalog = _summarize(spark, catalog)
+    catalog = _summarize(spark, catalog, kept)
     by_root = {s.root: s for s in segments}
     sidecars = []
     for log_file in catalog:
@@ -196,22 +217,23 @@ def _summarized(spark: SparkSession, segments: list[LogSegment]) -> list[_LogFil
     return catalog + (_summarize(spark, sidecars) if sidecars else [])
 
 
-def _reads(spark: SparkSession, log_files: list[_LogFile], schema: StructType) -> list[DataFrame]:
-    """The JSON and the Parquet files of ``log_files``, read exactly, each row with its file's spelling."""
-    frames = []
+def _reads(spark: SparkSession, log_files: list[_LogFile], schema: StructType) -> tuple[DataFrame | None, DataFrame | None]:
+    """The JSON and the Parquet files of ``log_files`` (None where there are none), read exactly,
+    each row with its file's spelling."""
     json_files = [uris.literal(f.uri) for f in log_files if f.is_json]
     parquet_files = [uris.literal(f.uri) for f in log_files if not f.is_json]
     reader = spark.read.options(**_EXACT_READ)
+    commits = checkpoints = None
     if json_files:
-        frames.append(reader.schema(StructType(schema.fields + [StructField("_corrupt_record", StringType())]))
-                      .option("mode", "PERMISSIVE").json(json_files))
+        commits = (reader.schema(StructType(schema.fields + [StructField("_corrupt_record", StringType())]))
+                   .option("mode", "PERMISSIVE").json(json_files).withColumn("file", F.col("_metadata.file_path")))
     if parquet_files:
-        frames.append(reader.schema(schema).parquet(*parquet_files).withColumn(
-            "_corrupt_record", F.lit(None).cast("string")))
-    return [f.withColumn("file", F.col("_metadata.file_path")) for f in frames]
+        checkpoints = reader.schema(schema).parquet(*parquet_files).select(
+            "*", F.lit(None).cast("string").alias("_corrupt_record"), F.col("_metadata.file_path").alias("file"))
+    return commits, checkpoints
 
 
-def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]:
+def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFrame] | None = None) -> list[_LogFile]:
     """Fill in each file's rows, malformed lines, protocol, metaData and sidecars. The add and
     remove paths are counted too, so that every column the replay reads later is read (and
     type-checked) here, and so are the actions whose files need the full path resolution (only
@@ -220,7 +242,8 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
     One scan and one hashed aggregation: the lines that describe the table are grouping keys
     (null for every action, so each file's actions fall in one group), the counts fixed-width
     buffers; a file's counts add up over its groups. (Collecting the describing lines apart
-    scanned every file twice; aggregating their wide values would sort every action.)"""
+    scanned every file twice; aggregating their wide values would sort every action.) With
+    ``kept``, the JSON rows are cached as parsed, for the actions to be read from."""
     described = [
         F.col("protocol"),
         # A map cannot be a grouping key; its entries can (a null metaData stays null).
@@ -234,7 +257,12 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile]) -> list[_LogFile]
         F.count(F.when(_is_action() & ~_plain(_either("path"), dv_storage_type), 1)).alias("rare"),
         F.count(F.when(dv_storage_type == "u", 1)).alias("dv_ids"),
     ]
-    parts = [frame.groupBy("file", *described).agg(*counts) for frame in _reads(spark, log_files, ACTIONS_SCHEMA)]
+    commits, checkpoints = _reads(spark, log_files, ACTIONS_SCHEMA)
+    if commits is not None and kept is not None:
+        commits = commits.select("file", *ACTIONS_SCHEMA.fieldNames(), "_corrupt_record").persist(
+            StorageLevel.MEMORY_AND_DISK)
+        kept.append(commits)
+    parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
     for row in reduce(DataFrame.unionByName, parts).collect():
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
@@ -291,14 +319,20 @@ def _table_states(catalog: list[_LogFile], segments: list[LogSegment]) -> dict[T
 _FILE_ACTIONS_SCHEMA = StructType([ACTIONS_SCHEMA["add"], ACTIONS_SCHEMA["remove"]])
 
 
-def _actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
+def _actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | None = None) -> DataFrame:
     """The add and remove actions of the summarized files, each with its table and version:
-    a broadcast lookup on Spark's own spelling of the file it came from."""
+    a broadcast lookup on Spark's own spelling of the file it came from. ``commits``, the
+    JSON commits as the summary kept them, stand in for reading ``catalog``'s JSON files (the
+    lookup keeps only ``catalog``'s)."""
     lookup = spark.createDataFrame(
         [(f.spelling, f.table_root, f.version) for f in catalog if f.spelling is not None],
         "file string, table_root string, version long")
+    if commits is None:
+        commits, checkpoints = _reads(spark, catalog, _FILE_ACTIONS_SCHEMA)
+    else:
+        checkpoints = _reads(spark, [f for f in catalog if not f.is_json], _FILE_ACTIONS_SCHEMA)[1]
     frames = [frame.where(_is_action()).select("file", "add", "remove")
-              for frame in _reads(spark, catalog, _FILE_ACTIONS_SCHEMA)]
+              for frame in (commits, checkpoints) if frame is not None]
     return reduce(DataFrame.unionByName, frames).join(F.broadcast(lookup), "file").drop("file")
 
 
@@ -338,7 +372,7 @@ def _in_version(problem: Column) -> Column:
     return F.when(problem.isNotNull(), F.concat(F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem))
 
 
-def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
+def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | None = None) -> DataFrame:
     """The winning add/remove per (table, path, deletion vector), with canonical file URIs
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
     a file it names cannot be resolved, or null.
@@ -350,7 +384,7 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     branch); with none, that branch is not built at all."""
     columns = FILE_ACTIONS.columns
     plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
-    simple = _winners(_actions(spark, catalog)).where(plain).select(
+    simple = _winners(_actions(spark, catalog, commits)).where(plain).select(
         "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"))
     if any(f.dv_ids for f in catalog):
         simple = simple.withColumn("dv_path", _dv_by_id()).withColumn("problem", _in_version(_invalid_dv_id()))
@@ -360,7 +394,7 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile]) -> DataFrame:
     rare = [f for f in catalog if f.needs_resolution]
     if not rare:
         return simple
-    return simple.unionByName(_resolved(_winners(_actions(spark, rare)).where(~plain)).select(columns))
+    return simple.unionByName(_resolved(_winners(_actions(spark, rare, commits)).where(~plain)).select(columns))
 
 
 def _winners(actions: DataFrame) -> DataFrame:
