@@ -13,6 +13,8 @@ def main() -> None:
     rows = [
         ("job 1: rows ingested", f"{ingest['rows']:,}"),
         ("job 1: bare Spark Parquet read+write", f"{ingest['bare_parquet_copy_s']:.1f} s"),
+        ("job 1: contract rows written alone (the floor)",
+         f"{ingest['contract_write_s']:.1f} s (ratio {ingest['ratio_contract_write']:.2f})"),
         ("job 1: ingestion, MD5 verified", f"{ingest['ingest_s']:.1f} s ({ingest['ingest_rows_per_s']:,.0f} rows/s)"),
         ("job 1: ratio ingestion / bare copy", f"{ingest['ratio']:.2f}"),
         ("job 1: ratio without checksums", f"{ingest['ratio_no_checksums']:.2f}"),

@@ -3,7 +3,9 @@
     python -m benchmarks.ingest_throughput [--rows 2000000] [--workdir DIR]
 
 The ratio (ingestion time / bare copy time) is the figure: it is what checksums,
-validation, normalization and the Delta commit cost on top of moving the bytes.
+validation, normalization and the Delta commit cost on top of moving the bytes. The
+Spark write of the contract's rows alone (no check, no commit) is printed too: the floor
+for any ingestion that writes the table DESIGN.md fixes.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
+from inventory_etl.contract import PARTITION_COLUMNS
 from inventory_etl.ingestion import IngestInventory
+from inventory_etl.manifest import parse_manifest
 from inventory_etl.producer import InventoryObject, write_delivery
+from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
+from lakeio import uris
 from lakeio.spark import get_spark
 
 STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "INTELLIGENT_TIERING")
@@ -51,12 +57,19 @@ def run(rows: int = 2_000_000, workdir: str | None = None) -> dict:
     def bare_copy() -> None:
         spark.read.parquet(data).write.mode("overwrite").parquet(os.path.join(workdir, "bare-copy"))
 
+    def contract_write() -> None:
+        with open(manifest, "rb") as body:
+            delivery = parse_manifest(uris.to_uri(manifest), body.read(), None)
+        rows = to_contract(read_report(spark, delivery), delivery, {}).drop(PROBLEM, SOURCE_FILE)
+        rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(os.path.join(workdir, "contract-copy"))
+
     def ingest(verify: bool) -> None:
         result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
         if result.refused:
             raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
 
     bare = _best_of(2, bare_copy)
+    contract = _best_of(2, contract_write)
     ingest_s = _best_of(2, lambda: ingest(True))
     ingest_no_md5 = _best_of(2, lambda: ingest(False))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -64,11 +77,13 @@ def run(rows: int = 2_000_000, workdir: str | None = None) -> dict:
         "rows": rows,
         "generate_s": generated,
         "bare_parquet_copy_s": bare,
+        "contract_write_s": contract,
         "ingest_s": ingest_s,
         "ingest_no_checksums_s": ingest_no_md5,
         "ingest_rows_per_s": rows / ingest_s,
         "bare_rows_per_s": rows / bare,
         "ratio": ingest_s / bare,
+        "ratio_contract_write": contract / bare,
         "ratio_no_checksums": ingest_no_md5 / bare,
     }
 
@@ -91,6 +106,8 @@ def main() -> None:
     figures = run(args.rows, args.workdir)
     print(f"cores: {os.cpu_count()}  rows: {figures['rows']:,}")
     print(f"bare Spark Parquet read+write   {figures['bare_parquet_copy_s']:7.1f} s  {figures['bare_rows_per_s']:12,.0f} rows/s")
+    print(f"contract rows written alone     {figures['contract_write_s']:7.1f} s"
+          f"  ratio {figures['ratio_contract_write']:.2f} (the floor: no check, no commit)")
     print(f"ingestion (MD5 verified)        {figures['ingest_s']:7.1f} s  {figures['ingest_rows_per_s']:12,.0f} rows/s"
           f"  ratio {figures['ratio']:.2f}")
     print(f"ingestion (--no-verify-checksums) {figures['ingest_no_checksums_s']:5.1f} s"
