@@ -259,8 +259,7 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
     ]
     commits, checkpoints = _reads(spark, log_files, ACTIONS_SCHEMA)
     if commits is not None and kept is not None:
-        commits = commits.select("file", *ACTIONS_SCHEMA.fieldNames(), "_corrupt_record").persist(
-            StorageLevel.MEMORY_AND_DISK)
+        commits = commits.persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(commits)
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
