@@ -8,6 +8,7 @@ folder listings); bulk data is read by Spark tasks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,8 +81,10 @@ class Storage:
         say): the caller lists them one by one to learn which."""
         reader = self._spark.read.options(recursiveFileLookup="true", ignoreMissingFiles="false")
         listed = reader.format("text").load([uris.literal(f) for f in folders])._jdf.inputFiles()
+        # One gateway call for the whole array (Spark ships Jackson), not two per file.
+        spellings = json.loads(self._jvm.com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(listed))
         found: dict[str, FileUris] = {uris.canonical(f): [] for f in folders}
-        for spelled in listed:  # a URI's escaped spelling, and any depth: keep the direct children
+        for spelled in spellings:  # a URI's escaped spelling, and any depth: keep the direct children
             uri = uris.decode_log_path(spelled)
             folder = found.get(uris.canonical(uris.parent(uri)))
             if folder is not None:

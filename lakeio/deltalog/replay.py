@@ -164,6 +164,24 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     return Replay(_table_states(catalog, segments), failures, files, versions, commits)
 
 
+# How much of a log one task reads before a shuffle: the summary knows only how many commits
+# there are, the actions' read how many rows (see _packed).
+COMMITS_PER_TASK = 500
+ACTIONS_PER_TASK = 250_000
+
+
+def _packed(frame: DataFrame, units: int, per_task: int) -> DataFrame:
+    """``frame`` read in one task per core, or per ``per_task`` of its ``units`` where there are more.
+
+    Spark's reader counts 4 MB to open a file, so a lake's small commits get a task per 31 or
+    so, and before an aggregation each task writes a block per shuffle partition (200 on a
+    cluster's defaults). Fewer, fuller tasks write far fewer blocks: 1M actions in 2,000
+    commits took 7.5 s to reconcile in 63 tasks, 4.2 s in 4 (2 cores). Coalescing never splits
+    a task, so a large checkpoint keeps every split Spark gave it."""
+    cores = frame.sparkSession.sparkContext.defaultParallelism
+    return frame.coalesce(max(cores, -(-units // per_task)))
+
+
 @dataclass
 class _LogFile:
     """One file of a segment, with what the summary pass found in it."""
@@ -261,6 +279,8 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
     if commits is not None and kept is not None:
         commits = commits.persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(commits)
+    if commits is not None:
+        commits = _packed(commits, sum(f.is_json for f in log_files), COMMITS_PER_TASK)
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
     for row in reduce(DataFrame.unionByName, parts).collect():
@@ -332,7 +352,8 @@ def _actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | 
         checkpoints = _reads(spark, [f for f in catalog if not f.is_json], _FILE_ACTIONS_SCHEMA)[1]
     frames = [frame.where(_is_action()).select("file", "add", "remove")
               for frame in (commits, checkpoints) if frame is not None]
-    return reduce(DataFrame.unionByName, frames).join(F.broadcast(lookup), "file").drop("file")
+    actions = _packed(reduce(DataFrame.unionByName, frames), sum(f.rows for f in catalog), ACTIONS_PER_TASK)
+    return actions.join(F.broadcast(lookup), "file").drop("file")
 
 
 def _is_add() -> Column:
