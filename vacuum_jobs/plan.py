@@ -49,10 +49,9 @@ class Plan:
     cached: tuple[DataFrame, ...] = ()
 
     def release(self) -> None:
+        """Drop what a deleting run cached, once its deletes are done."""
         for frame in self.cached:
             frame.unpersist()
-
-
 
 
 def plan_tables(
