@@ -204,7 +204,7 @@ class BatchVacuum:
         self.progress(f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not reports[p.table_root].dry_run for p in policies)
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, all_roots,
-                           cache=deleting)
+                           cache=deleting, log_rows=replay.rows)
         for root, reason in plan.refused.items():
             _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():

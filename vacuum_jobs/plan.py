@@ -22,6 +22,7 @@ from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
 from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, of_tables
+from lakeio.tasks import by_key
 from lakeio.uris import TableRoot
 from vacuum_jobs.report import TableCounts
 
@@ -56,7 +57,7 @@ class Plan:
 
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
-    inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False,
+    inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False, log_rows: int = 0,
 ) -> Plan:
     """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
 
@@ -68,12 +69,14 @@ def plan_tables(
     aggregation per (table, path), and one aggregation per table yields every count. A table
     whose log names a file we cannot resolve lands in ``refused``. With ``cache`` the
     classified paths are kept for the deletes that follow; a dry run needs nothing cached.
+    ``log_rows``, the log rows ``files`` came from (``Replay.rows``), sizes the per-path
+    aggregation's tasks.
     """
     INVENTORY_ROWS.check(inventory)
     FILE_ACTIONS.check(files)
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
-                         [p.table_root for p in policies] + list(other_roots), inventory_as_of_ms)
+                         [p.table_root for p in policies] + list(other_roots), inventory_as_of_ms, log_rows)
     classified = per_path.join(F.broadcast(tables), "table_id").select(
         "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
             F.col("relative")).alias("path"),
@@ -89,7 +92,8 @@ def plan_tables(
     return Plan(plans, candidates, refused, (classified,) if cache else ())
 
 
-def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int) -> DataFrame:
+def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int,
+              log_rows: int) -> DataFrame:
     """One row per (table, path) that the inventory lists under a planned table or its log names:
     the log's facts about it, and the inventory's newest row of it (``present`` when that row is
     a current object). Two inventory configurations listing one object give one row.
@@ -97,7 +101,8 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     ``tables`` maps ``table_root`` to ``table_id`` and ``cutoff_ms``; ``roots`` are every Delta
     table root known. Rows are keyed by ``table_id``, ``inside`` (a shallow clone's files lie
     outside its root) and ``relative`` (the path below the root, or the whole path outside it),
-    which keeps the shuffle narrow."""
+    which keeps the shuffle narrow. The inventory's rows under the tables are not counted before
+    this scan; they are about as many as the log's (``log_rows``), a table's files being in both."""
     inside = F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
     relative = F.when(F.col("inside"), F.expr("substring(path, length(table_root) + 2)")).otherwise(F.col("path"))
     live = F.col("kind") == "add"
@@ -125,8 +130,9 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     ), roots).join(tables, "table_root").select(
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
         "length", "isDir", "modificationTime", "current", "newest")
-    rows = logged.unionByName(listed, allowMissingColumns=True)
-    return rows.groupBy("table_id", "inside", "relative").agg(
+    key = ["table_id", "inside", "relative"]
+    rows = by_key(logged.unionByName(listed, allowMissingColumns=True), key, 2 * log_rows)
+    return rows.groupBy(*key).agg(
         F.max("keep_live").alias("live"), F.max("log_live").alias("log_live"),
         F.max("log_tombstone").alias("log_tombstone"), F.max("log_size").alias("log_size"),
         F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),

@@ -39,6 +39,7 @@ from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
 from lakeio.shapes import FILE_ACTIONS, without_tables
 from lakeio.storage import Storage
+from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed
 from lakeio.text import first_line
 from lakeio.uris import TableRoot
 
@@ -101,6 +102,7 @@ class Replay:
     files: DataFrame  # shapes.FILE_ACTIONS of the readable tables; lazy
     versions: dict[TableRoot, int] = field(default_factory=dict)  # the newest version listed
     kept: DataFrame | None = None  # the parsed JSON commits ``files`` reads, when asked to keep them
+    rows: int = 0  # log rows ``files`` was reconciled from: what sizes the tasks that use it
 
     def release(self) -> None:
         """Drop the kept commits; ``files`` still answers, parsing them again."""
@@ -161,26 +163,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
         files = without_tables(files, list(failures)) if failures else files
-    return Replay(_table_states(catalog, segments), failures, files, versions, commits)
-
-
-# How much of a log one task reads before a shuffle: the summary knows only how many commits
-# there are, the actions' read how many rows (see _packed).
-COMMITS_PER_TASK = 500
-ACTIONS_PER_TASK = 250_000
-
-
-def _packed(frame: DataFrame, units: int, per_task: int) -> DataFrame:
-    """``frame`` read in one task per core, or per ``per_task`` of its ``units`` where there are more.
-
-    Spark's reader counts 4 MB to open a file, so a lake's small commits get a task per 31 or
-    so, and before an aggregation each task writes a block per shuffle partition (200 on a
-    cluster's defaults). Fewer, fuller tasks write far fewer blocks: 1M actions in 2,000
-    commits took 7.5 s to read and reconcile in 63 tasks, 4.2 s in 4 (2 cores). Coalescing
-    only merges tasks, and a checkpoint big enough for Spark to split holds at least a few
-    hundred thousand actions per 128 MB split, so it keeps about as many tasks as it had."""
-    cores = frame.sparkSession.sparkContext.defaultParallelism
-    return frame.coalesce(max(cores, -(-units // per_task)))
+    return Replay(_table_states(catalog, segments), failures, files, versions, commits, sum(f.rows for f in catalog))
 
 
 @dataclass
@@ -281,7 +264,7 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
         commits = commits.persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(commits)
     if commits is not None:
-        commits = _packed(commits, sum(f.is_json for f in log_files), COMMITS_PER_TASK)
+        commits = packed(commits, sum(f.is_json for f in log_files), COMMITS_PER_READ_TASK)
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
     for row in reduce(DataFrame.unionByName, parts).collect():
@@ -353,7 +336,7 @@ def _actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | 
         checkpoints = _reads(spark, [f for f in catalog if not f.is_json], _FILE_ACTIONS_SCHEMA)[1]
     frames = [frame.where(_is_action()).select("file", "add", "remove")
               for frame in (commits, checkpoints) if frame is not None]
-    actions = _packed(reduce(DataFrame.unionByName, frames), sum(f.rows for f in catalog), ACTIONS_PER_TASK)
+    actions = packed(reduce(DataFrame.unionByName, frames), sum(f.rows for f in catalog), ACTIONS_PER_READ_TASK)
     return actions.join(F.broadcast(lookup), "file").drop("file")
 
 
@@ -405,7 +388,7 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFra
     branch); with none, that branch is not built at all."""
     columns = FILE_ACTIONS.columns
     plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
-    simple = _winners(_actions(spark, catalog, commits)).where(plain).select(
+    simple = _winners(_actions(spark, catalog, commits), sum(f.rows for f in catalog)).where(plain).select(
         "*", F.concat("table_root", F.lit("/"), "raw_path").alias("path"))
     if any(f.dv_ids for f in catalog):
         simple = simple.withColumn("dv_path", _dv_by_id()).withColumn("problem", _in_version(_invalid_dv_id()))
@@ -415,11 +398,13 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFra
     rare = [f for f in catalog if f.needs_resolution]
     if not rare:
         return simple
-    return simple.unionByName(_resolved(_winners(_actions(spark, rare, commits)).where(~plain)).select(columns))
+    rare_rows = sum(f.rows for f in rare)
+    return simple.unionByName(_resolved(_winners(_actions(spark, rare, commits), rare_rows).where(~plain)).select(columns))
 
 
-def _winners(actions: DataFrame) -> DataFrame:
-    """The newest action per (table, path, deletion vector); within one version an add beats a remove."""
+def _winners(actions: DataFrame, rows: int) -> DataFrame:
+    """The newest action per (table, path, deletion vector) of ``rows`` actions; within one version
+    an add beats a remove."""
     both = actions.select(
         "table_root", "version", F.when(_is_add(), "add").otherwise("remove").alias("kind"),
         _either("path").alias("raw_path"), _either("size").alias("size"),
@@ -433,7 +418,7 @@ def _winners(actions: DataFrame) -> DataFrame:
     # those; a string or struct buffer makes it sort every action instead).
     order = F.col("version") * 2 + (F.col("kind") == "add").cast("long")
     key = ["table_root", "raw_path", "dv_storage_type", "dv_path_or_inline", "dv_offset"]
-    return both.groupBy(*key).agg(
+    return by_key(both, key, rows).groupBy(*key).agg(
         F.max(order).alias("order"),
         *[F.max_by(name, order).alias(name) for name in ("size", "modification_time", "deletion_timestamp",
                                                          "dv_cardinality")],
