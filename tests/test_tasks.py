@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import functions as F
 
+from lakeio.deltalog.replay import replay_logs
+from lakeio.deltalog.segments import log_segment
+from lakeio.storage import Storage
 from lakeio.tasks import KEYS_PER_AGGREGATION_TASK, by_key, packed
 
 
@@ -23,3 +28,26 @@ def test_small_reads_are_merged_but_never_split(spark):
     assert packed(files, units=40, per_task=4).rdd.getNumPartitions() == 10
     assert packed(files, units=4000, per_task=4).rdd.getNumPartitions() == 40
     assert packed(files, units=40, per_task=4).count() == 1000
+
+
+def test_the_commits_a_replay_keeps_are_cached_in_packed_tasks(spark, tmp_path):
+    """Spark reads 100 small commits in more tasks than there are cores (it counts 4 MB to open
+    each); the cache the plan reads them from is built in one task per core."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    head = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                          "schemaString": '{"type":"struct","fields":[]}', "configuration": {}}}]
+    for version in range(100):
+        add = {"add": {"path": f"part-{version}.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1,
+                       "dataChange": True}}
+        (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in head * (version == 0) + [add]))
+    commits = sorted(str(f) for f in log.iterdir())
+    cores = spark.sparkContext.defaultParallelism
+    assert spark.read.json(commits).rdd.getNumPartitions() > cores
+    replay = replay_logs(spark, [log_segment(Storage(spark), str(tmp_path / "t"))], keep_commits=True)
+    try:
+        assert replay.kept is not None and replay.kept.rdd.getNumPartitions() == cores
+        assert replay.files.count() == 100
+    finally:
+        replay.release()
