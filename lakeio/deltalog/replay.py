@@ -260,11 +260,12 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
         F.count(F.when(dv_storage_type == "u", 1)).alias("dv_ids"),
     ]
     commits, checkpoints = _reads(spark, log_files, ACTIONS_SCHEMA)
-    if commits is not None:  # packed before it is cached: the cache is built in a stage of its own, in the read's tasks
+    if commits is not None:
+        # Packed first, so that a kept cache is built in these few tasks, not in Spark's one per 31 commits.
         commits = packed(commits, sum(f.is_json for f in log_files), COMMITS_PER_READ_TASK)
-    if commits is not None and kept is not None:
-        commits = commits.persist(StorageLevel.MEMORY_AND_DISK)
-        kept.append(commits)
+        if kept is not None:
+            commits = commits.persist(StorageLevel.MEMORY_AND_DISK)
+            kept.append(commits)
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
     for row in reduce(DataFrame.unionByName, parts).collect():
