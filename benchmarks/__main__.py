@@ -1,15 +1,38 @@
-"""``make bench``: every benchmark at its default size, one table of figures."""
+"""``make bench``: every benchmark in one session, one table of figures.
+
+Job 1's ingestion at its default size; job 2's dry-run plan on each log shape at 1M objects
+(50 tables), on the same 1M objects in 500 tables, and on 3M objects (150 tables), each next
+to its bare Spark baseline and the ``deltalake`` loop. About 40 minutes on 2 cores, most of
+it building the lakes; ``--skip-large`` leaves out the 3M-object lake.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
+from typing import Any
 
 from benchmarks import ingest_throughput, vacuum_planning
 
+# (label, run() arguments): the lakes the planning targets are measured on
+LAKES: list[tuple[str, dict[str, Any]]] = [
+    ("1M, checkpointed", {"shape": "checkpoint"}),
+    ("1M, three large commits", {"shape": "commits"}),
+    ("1M, 40 small commits a table", {"shape": "small-commits"}),
+    ("1M in 500 tables, checkpointed", {"shape": "checkpoint", "tables": 500, "files_per_table": 2_000}),
+    ("3M, checkpointed", {"shape": "checkpoint", "tables": 150}),
+]
+
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-large", action="store_true", help="leave out the 3M-object lake")
+    args = parser.parse_args()
     ingest = ingest_throughput.run()
-    vacuum = vacuum_planning.run()
+    lakes = [(label, vacuum_planning.run(**kwargs)) for label, kwargs in LAKES
+             if not (args.skip_large and kwargs.get("tables") == 150)]
+
+    print(f"\nmachine: {os.cpu_count()} cores; best of the warm runs, same session")
     rows = [
         ("job 1: rows ingested", f"{ingest['rows']:,}"),
         ("job 1: bare Spark Parquet read+write", f"{ingest['bare_parquet_copy_s']:.1f} s"),
@@ -18,23 +41,26 @@ def main() -> None:
         ("job 1: ingestion, MD5 verified", f"{ingest['ingest_s']:.1f} s ({ingest['ingest_rows_per_s']:,.0f} rows/s)"),
         ("job 1: ratio ingestion / bare copy", f"{ingest['ratio']:.2f}"),
         ("job 1: ratio without checksums", f"{ingest['ratio_no_checksums']:.2f}"),
-        ("job 2: tables / files", f"{vacuum['tables']} / {vacuum['files']:,}"),
-        ("job 2: batch dry-run plan", f"{vacuum['batch_dry_run_s']:.1f} s ({vacuum['candidates']:,} candidates)"),
-        ("job 2: bare Spark baseline, same candidates", f"{vacuum['bare_spark_baseline_s']:.1f} s"),
-        ("job 2: ratio plan / baseline", f"{vacuum['plan_over_baseline']:.2f}"),
-        ("job 2: deltalake FULL vacuum dry run, looped",
-         f"{vacuum['delta_rs_full_vacuum_loop_s']:.1f} s ({vacuum['delta_rs_candidates']:,} candidates)"),
-        ("job 2: ratio deltalake loop / batch", f"{vacuum['speedup']:.2f}"),
-        ("chargeback of the same lake", f"{vacuum['chargeback_s']:.1f} s"),
-        ("job 2: S3 list pages, deltalake loop vs batch",
-         f"{vacuum['s3_list_pages_listing_vacuum']:,} vs {vacuum['s3_list_pages_batch']:,}"),
-        (f"job 2: S3 model (measured + {vacuum_planning.S3_PAGE_S * 1000:.0f} ms a page), loop vs batch",
-         f"{vacuum['s3_model_delta_rs_loop_s']:.1f} s vs {vacuum['s3_model_batch_s']:.1f} s"),
     ]
-    print(f"\nmachine: {os.cpu_count()} cores")
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+
+    print(f"\njob 2: batch dry-run plan; S3 model = measured + {vacuum_planning.S3_PAGE_S * 1000:.0f} ms a ListObjectsV2 page")
+    header = ("lake", "objects", "plan", "baseline", "plan/base", "deltalake loop", "loop/plan", "S3 model loop/plan",
+              "chargeback")
+    table = [header] + [(
+        label, f"{f['files']:,}", f"{f['batch_dry_run_s']:.1f} s", f"{f['bare_spark_baseline_s']:.1f} s",
+        f"{f['plan_over_baseline']:.2f}", f"{f['delta_rs_full_vacuum_loop_s']:.1f} s", f"{f['speedup']:.2f}",
+        f"{f['s3_model_delta_rs_loop_s']:.1f} / {f['s3_model_batch_s']:.1f} s", f"{f['chargeback_s']:.1f} s",
+    ) for label, f in lakes]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    by_label = dict(lakes)
+    fifty, five_hundred = by_label[LAKES[0][0]], by_label[LAKES[3][0]]
+    print(f"50 -> 500 tables at 1M objects: plan {fifty['batch_dry_run_s']:.1f} s -> "
+          f"{five_hundred['batch_dry_run_s']:.1f} s ({five_hundred['batch_dry_run_s'] / fifty['batch_dry_run_s']:.2f}x)")
 
 
 if __name__ == "__main__":
