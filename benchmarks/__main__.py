@@ -14,14 +14,15 @@ from typing import Any
 
 from benchmarks import ingest_throughput, vacuum_planning
 
-# (label, run() arguments): the lakes the planning targets are measured on
-LAKES: list[tuple[str, dict[str, Any]]] = [
-    ("1M, checkpointed", {"shape": "checkpoint"}),
-    ("1M, three large commits", {"shape": "commits"}),
-    ("1M, 40 small commits a table", {"shape": "small-commits"}),
-    ("1M in 500 tables, checkpointed", {"shape": "checkpoint", "tables": 500, "files_per_table": 2_000}),
-    ("3M, checkpointed", {"shape": "checkpoint", "tables": 150}),
-]
+# The lakes the planning targets are measured on: label -> vacuum_planning.run() arguments.
+FIFTY_TABLES, FIVE_HUNDRED_TABLES = "1M, checkpointed", "1M in 500 tables, checkpointed"
+LAKES: dict[str, dict[str, Any]] = {
+    FIFTY_TABLES: {"shape": "checkpoint"},
+    "1M, three large commits": {"shape": "commits"},
+    "1M, 40 small commits a table": {"shape": "small-commits"},
+    FIVE_HUNDRED_TABLES: {"shape": "checkpoint", "tables": 500, "files_per_table": 2_000},
+}
+LARGE_LAKES: dict[str, dict[str, Any]] = {"3M, checkpointed": {"shape": "checkpoint", "tables": 150}}
 
 
 def main() -> None:
@@ -29,8 +30,8 @@ def main() -> None:
     parser.add_argument("--skip-large", action="store_true", help="leave out the 3M-object lake")
     args = parser.parse_args()
     ingest = ingest_throughput.run()
-    lakes = [(label, vacuum_planning.run(**kwargs)) for label, kwargs in LAKES
-             if not (args.skip_large and kwargs.get("tables") == 150)]
+    chosen = LAKES if args.skip_large else {**LAKES, **LARGE_LAKES}
+    lakes = {label: vacuum_planning.run(**kwargs) for label, kwargs in chosen.items()}
 
     print(f"\nmachine: {os.cpu_count()} cores; best of the warm runs, same session")
     rows = [
@@ -53,12 +54,11 @@ def main() -> None:
         label, f"{f['files']:,}", f"{f['batch_dry_run_s']:.1f} s", f"{f['bare_spark_baseline_s']:.1f} s",
         f"{f['plan_over_baseline']:.2f}", f"{f['delta_rs_full_vacuum_loop_s']:.1f} s", f"{f['speedup']:.2f}",
         f"{f['s3_model_delta_rs_loop_s']:.1f} / {f['s3_model_batch_s']:.1f} s", f"{f['chargeback_s']:.1f} s",
-    ) for label, f in lakes]
+    ) for label, f in lakes.items()]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
-    by_label = dict(lakes)
-    fifty, five_hundred = by_label[LAKES[0][0]], by_label[LAKES[3][0]]
+    fifty, five_hundred = lakes[FIFTY_TABLES], lakes[FIVE_HUNDRED_TABLES]
     print(f"50 -> 500 tables at 1M objects: plan {fifty['batch_dry_run_s']:.1f} s -> "
           f"{five_hundred['batch_dry_run_s']:.1f} s ({five_hundred['batch_dry_run_s'] / fifty['batch_dry_run_s']:.2f}x)")
 
