@@ -20,8 +20,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Literal
@@ -32,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakeio import uris
-from lakeio.spark import delta_jars_present
+from lakeio.spark import delta_jars_present, session_setting
 from lakeio.storage import Storage
 
 WriteMode = Literal["append", "replace_partitions"]
@@ -89,7 +88,8 @@ def write_delta(
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
     added = _check_target(df, table_uri, partition_by)
-    with _timestamps_as_micros(df.sparkSession):
+    # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
+    with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
         if use_delta_jars:
             result = _write_with_delta_spark(df, table_uri, partition_by, [*partitions, *drop], mode)
         else:
@@ -126,21 +126,6 @@ def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) ->
     if missing:
         table.alter.add_columns([Field(n, ours[n].type, nullable=True) for n in missing])
     return tuple(missing)
-
-
-@contextmanager
-def _timestamps_as_micros(spark) -> Iterator[None]:
-    """Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can."""
-    key = "spark.sql.parquet.outputTimestampType"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "TIMESTAMP_MICROS")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _write_with_delta_spark(df, table_uri, partition_by, replaced, mode) -> WriteResult:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -121,6 +122,23 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
              spark.version, spark.sparkContext.master, spark.sparkContext.applicationId,
              spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.adaptive.enabled"))
     return spark
+
+
+@contextmanager
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` on the session for the block, then as it was (set or not) again.
+
+    For the few settings a step needs for itself (plans are made when an action runs, so it
+    must run inside the block); the session is shared, so the block stays short."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:

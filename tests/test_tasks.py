@@ -1,4 +1,5 @@
-"""Log reads and per-file aggregations get their task counts from rows, and AQE keeps them."""
+"""Log reads and per-file aggregations get their task counts from rows, and AQE keeps them; small
+aggregations get a few shuffle partitions."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.replay import replay_logs
 from lakeio.deltalog.segments import log_segment
+from lakeio.spark import session_setting
 from lakeio.storage import Storage
-from lakeio.tasks import KEYS_PER_AGGREGATION_TASK, by_key, packed
+from lakeio.tasks import KEYS_PER_AGGREGATION_TASK, SHUFFLE_PARTITIONS, by_key, packed, small_shuffles
 
 
 def test_an_aggregation_runs_in_one_task_per_core_or_per_slice_of_its_rows(spark):
@@ -21,6 +23,24 @@ def test_an_aggregation_runs_in_one_task_per_core_or_per_slice_of_its_rows(spark
         counted = by_key(rows, ["key"], declared).groupBy("key").count()
         assert counted.rdd.getNumPartitions() == tasks
         assert sorted(r["count"] for r in counted.collect()) == [10] * 100
+
+
+def test_small_aggregations_shuffle_into_a_few_partitions_and_leave_the_setting_as_it_was(spark):
+    rows = spark.range(0, 2000).select((F.col("id") % 500).alias("table"), "id")
+    adaptive, planned = "spark.sql.adaptive.enabled", "spark.sql.parquet.outputTimestampType"
+    assert spark.conf.get(planned, None) is None
+    with session_setting(spark, adaptive, "false"), session_setting(spark, SHUFFLE_PARTITIONS, "200"):
+        with small_shuffles(spark, keys=500):
+            assert rows.groupBy("table").count().rdd.getNumPartitions() == 1
+        with small_shuffles(spark, keys=25_000):
+            assert rows.groupBy("table").count().rdd.getNumPartitions() == 3
+        with session_setting(spark, SHUFFLE_PARTITIONS, "2"), small_shuffles(spark, keys=25_000):
+            assert rows.groupBy("table").count().rdd.getNumPartitions() == 2
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "200"
+        assert rows.groupBy("table").count().rdd.getNumPartitions() == 200
+        with session_setting(spark, planned, "TIMESTAMP_MICROS"):
+            assert spark.conf.get(planned) == "TIMESTAMP_MICROS"
+    assert spark.conf.get(planned, None) is None  # a setting nobody had made is unset again
 
 
 def test_small_reads_are_merged_but_never_split(spark):

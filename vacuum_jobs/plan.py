@@ -22,7 +22,7 @@ from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
 from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, of_tables
-from lakeio.tasks import by_key
+from lakeio.tasks import by_key, small_shuffles
 from lakeio.uris import TableRoot
 from vacuum_jobs.report import TableCounts
 
@@ -161,7 +161,9 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
     ]
     plans = {p.table_root: TablePlan() for p in policies}
     unresolved = []
-    for row in classified.groupBy("table_root").agg(*counts).collect():
+    with small_shuffles(classified.sparkSession, len(policies)):
+        per_table = classified.groupBy("table_root").agg(*counts).collect()
+    for row in per_table:
         if row["problems"]:
             unresolved.append(row["table_root"])
             del plans[row["table_root"]]

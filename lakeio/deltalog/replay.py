@@ -39,7 +39,7 @@ from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
 from lakeio.shapes import FILE_ACTIONS, without_tables
 from lakeio.storage import Storage
-from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed
+from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
 from lakeio.text import first_line
 from lakeio.uris import TableRoot
 
@@ -268,7 +268,9 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
             kept.append(commits)
     parts = [frame.groupBy("file", *described).agg(*counts) for frame in (commits, checkpoints) if frame is not None]
     by_uri = {uris.canonical(f.uri): f for f in log_files}
-    for row in reduce(DataFrame.unionByName, parts).collect():
+    with small_shuffles(spark, len(log_files)):
+        summary = reduce(DataFrame.unionByName, parts).collect()
+    for row in summary:
         log_file = by_uri[uris.canonical(uris.decode_log_path(row["file"]))]
         log_file.spelling = row["file"]
         log_file.rows += row["rows"]
