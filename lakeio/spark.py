@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -124,21 +125,38 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     return spark
 
 
+# (session, key) -> (the value before the first block, the blocks inside): see session_setting.
+_HELD: dict[tuple[int, str], tuple[str | None, list[tuple[object, str]]]] = {}
+_HELD_LOCK = threading.Lock()
+
+
 @contextmanager
 def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """``key`` set to ``value`` on the session for the block, then as it was (set or not) again.
 
     For the few settings a step needs for itself (plans are made when an action runs, so it
-    must run inside the block); the session is shared, so the block stays short."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
+    must run inside the block). Blocks may nest, or overlap in threads sharing a session (two
+    ingestions at once): when one ends, the newest block still open sets the value, and when
+    the last ends the value from before the first is back. Other queries planned meanwhile see
+    the value too, so blocks stay short."""
+    slot, block = (id(spark), key), (object(), value)
+    with _HELD_LOCK:
+        before, blocks = _HELD.setdefault(slot, (spark.conf.get(key, None), []))
+        blocks.append(block)
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+        with _HELD_LOCK:
+            blocks.remove(block)
+            if blocks:
+                spark.conf.set(key, blocks[-1][1])
+            else:
+                del _HELD[slot]
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
 
 
 def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:

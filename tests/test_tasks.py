@@ -27,9 +27,7 @@ def test_an_aggregation_runs_in_one_task_per_core_or_per_slice_of_its_rows(spark
 
 def test_small_aggregations_shuffle_into_a_few_partitions_and_leave_the_setting_as_it_was(spark):
     rows = spark.range(0, 2000).select((F.col("id") % 500).alias("table"), "id")
-    adaptive, planned = "spark.sql.adaptive.enabled", "spark.sql.parquet.outputTimestampType"
-    assert spark.conf.get(planned, None) is None
-    with session_setting(spark, adaptive, "false"), session_setting(spark, SHUFFLE_PARTITIONS, "200"):
+    with session_setting(spark, "spark.sql.adaptive.enabled", "false"), session_setting(spark, SHUFFLE_PARTITIONS, "200"):
         with small_shuffles(spark, keys=500):
             assert rows.groupBy("table").count().rdd.getNumPartitions() == 1
         with small_shuffles(spark, keys=25_000):
@@ -38,9 +36,22 @@ def test_small_aggregations_shuffle_into_a_few_partitions_and_leave_the_setting_
             assert rows.groupBy("table").count().rdd.getNumPartitions() == 2
         assert spark.conf.get(SHUFFLE_PARTITIONS) == "200"
         assert rows.groupBy("table").count().rdd.getNumPartitions() == 200
-        with session_setting(spark, planned, "TIMESTAMP_MICROS"):
-            assert spark.conf.get(planned) == "TIMESTAMP_MICROS"
-    assert spark.conf.get(planned, None) is None  # a setting nobody had made is unset again
+
+
+def test_overlapping_settings_restore_what_was_there_before_the_first(spark):
+    """Two threads sharing a session: the first block ends while the second still runs."""
+    key = "spark.sql.files.maxRecordsPerFile"
+    assert spark.conf.get(key, None) is None
+    first, second = session_setting(spark, key, "10"), session_setting(spark, key, "20")
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert spark.conf.get(key) == "20"
+    second.__exit__(None, None, None)
+    assert spark.conf.get(key, None) is None  # not "10", the value the second block found
+    with session_setting(spark, key, "30"):
+        assert spark.conf.get(key) == "30"
+    assert spark.conf.get(key, None) is None
 
 
 def test_small_reads_are_merged_but_never_split(spark):
