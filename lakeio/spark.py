@@ -141,9 +141,10 @@ def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]
     the value too, so blocks stay short."""
     slot, block = (id(spark), key), (object(), value)
     with _HELD_LOCK:
-        before, blocks = _HELD.setdefault(slot, (spark.conf.get(key, None), []))
-        blocks.append(block)
+        before, blocks = _HELD.get(slot) or (spark.conf.get(key, None), [])
         spark.conf.set(key, value)
+        blocks.append(block)
+        _HELD[slot] = (before, blocks)
     try:
         yield
     finally:
