@@ -42,6 +42,8 @@ def main() -> None:
         ("job 1: ingestion, MD5 verified", f"{ingest['ingest_s']:.1f} s ({ingest['ingest_rows_per_s']:,.0f} rows/s)"),
         ("job 1: ratio ingestion / bare copy", f"{ingest['ratio']:.2f}"),
         ("job 1: ratio without checksums", f"{ingest['ratio_no_checksums']:.2f}"),
+        ("job 1: ratio ingestion / floor", f"{ingest['ratio_over_floor']:.2f}"),
+        ("job 1: steps of that ingestion", ingest_throughput.step_times(ingest["ingest_steps_s"])),
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
