@@ -33,7 +33,7 @@ def main() -> None:
     chosen = LAKES if args.skip_large else {**LAKES, **LARGE_LAKES}
     lakes = {label: vacuum_planning.run(**kwargs) for label, kwargs in chosen.items()}
 
-    print(f"\nmachine: {os.cpu_count()} cores; best of the warm runs, same session")
+    print(f"\nmachine: {os.cpu_count()} cores; same session; what is compared runs in turn, best of three rounds each")
     rows = [
         ("job 1: rows ingested", f"{ingest['rows']:,}"),
         ("job 1: bare Spark Parquet read+write", f"{ingest['bare_parquet_copy_s']:.1f} s"),

@@ -5,10 +5,9 @@
 The ratio (ingestion time / bare copy time) is the figure: it is what checksums,
 validation, normalization and the Delta commit cost on top of moving the bytes. The
 Spark write of the contract's rows alone (no check, no commit) is printed too: the floor
-for any ingestion that writes the table DESIGN.md fixes. The four steps run in turn,
-round after round, and each keeps its fastest round: the first round warms the JVM and
-the Python workers for all of them alike. The fastest MD5-verified ingestion is split
-into its steps, timed by the job's own progress lines.
+for any ingestion that writes the table DESIGN.md fixes. The four run in turn, round after
+round, each keeping its fastest (benchmarks.timing). The fastest MD5-verified ingestion is
+split into its steps, timed by the job's own progress lines.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
+from benchmarks.timing import best_in_turn
 from inventory_etl.contract import PARTITION_COLUMNS
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.manifest import parse_manifest
@@ -72,18 +72,12 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
         if result.refused:
             raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
 
-    actions = {"bare": bare_copy, "contract": contract_write,
-               "ingest": lambda: ingest(True), "ingest_no_md5": lambda: ingest(False)}
-    best = dict.fromkeys(actions, float("inf"))
-    steps: dict[str, float] = {}
     with _StepClock() as clock:
-        for _ in range(rounds):
-            for name, action in actions.items():
-                seconds = clock.timed(action)
-                if seconds < best[name]:
-                    best[name] = seconds
-                    if name == "ingest":
-                        steps = clock.steps
+        timed = best_in_turn(rounds, {
+            "bare": bare_copy, "contract": contract_write,
+            "ingest": lambda: clock.steps_of(lambda: ingest(True)), "ingest_no_md5": lambda: ingest(False)})
+    best = {name: seconds for name, (seconds, _) in timed.items()}
+    steps = timed["ingest"][1]
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "rows": rows,
@@ -103,15 +97,14 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
 
 
 class _StepClock(logging.Handler):
-    """Times an action, and the steps within it the ingestion announces (its progress lines,
-    named by their first word: reading, checking, verifying, validating, writing)."""
+    """The seconds of each step an ingestion announces (its progress lines, named by their
+    first word: reading, checking, verifying, validating, writing)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.logger = logging.getLogger(IngestInventory.__module__)
         self.level_before = logging.NOTSET
         self.marks: list[tuple[str, float]] = []
-        self.steps: dict[str, float] = {}
 
     def __enter__(self) -> _StepClock:
         self.level_before = self.logger.level
@@ -126,14 +119,11 @@ class _StepClock(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.marks.append((record.getMessage().split()[0], time.monotonic()))
 
-    def timed(self, action) -> float:
+    def steps_of(self, action) -> dict[str, float]:
         self.marks = []
-        started = time.monotonic()
         action()
-        ended = time.monotonic()
-        bounds = [mark for _, mark in self.marks[1:]] + [ended]
-        self.steps = {name: end - mark for (name, mark), end in zip(self.marks, bounds)}
-        return ended - started
+        bounds = [mark for _, mark in self.marks[1:]] + [time.monotonic()]
+        return {name: end - mark for (name, mark), end in zip(self.marks, bounds)}
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ same lake (which classifies every object the same way).
 
 Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-table`` files,
 about 10% of them orphans (half tombstoned long ago, half never committed), writes
-its S3-style inventory and ingests it; then times, in the same run and session, warm,
-best of ``repeat``: the batch dry-run plan (inventory + logs, no listing), the bare
+its S3-style inventory and ingests it; then times, in the same run and session, in turn for
+``repeat`` rounds, each its fastest round (benchmarks.timing): the batch dry-run plan (inventory + logs, no listing), the bare
 Spark baseline (read the inventory date, read checkpoints and commits, absolute paths,
 one anti-join, count; no safety rule beyond what this lake needs), and
 ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same tables (which lists
@@ -32,6 +32,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.timing import best_in_turn
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.charges import Chargeback, ChargebackOptions
@@ -131,16 +132,6 @@ def _pages(keys: int) -> int:
     return max(1, -(-keys // 1000))
 
 
-def _best(repeat: int, work):
-    """(seconds, result) of the fastest of ``repeat`` runs: the machine is shared and noisy."""
-    timings = []
-    for _ in range(repeat):
-        started = time.monotonic()
-        result = work()
-        timings.append((time.monotonic() - started, result))
-    return min(timings, key=lambda t: t[0])
-
-
 def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None, repeat: int = 3,
         shuffle_partitions: int = 200, shape: str = "checkpoint") -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
@@ -167,9 +158,14 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
     targets = as_targets(roots)
     options = VacuumOptions(inventory, dry_run=True, now_ms=now_ms)
     BatchVacuum(spark, options).execute(targets[:2])  # warm the JVM up on two tables
-    batch, report = _best(repeat, lambda: BatchVacuum(spark, options).execute(targets))
     cutoff_ms = now_ms - 168 * 3_600_000
-    baseline, bare = _best(repeat, lambda: bare_spark_candidates(spark, inventory, roots, cutoff_ms))
+    best = best_in_turn(repeat, {
+        "plan": lambda: BatchVacuum(spark, options).execute(targets),
+        "baseline": lambda: bare_spark_candidates(spark, inventory, roots, cutoff_ms),
+        "loop": lambda: sum(len(set(DeltaTable(root).vacuum(
+            retention_hours=168, dry_run=True, enforce_retention_duration=False, full=True))) for root in roots),
+    })
+    (batch, report), (baseline, bare), (looped, delta_rs) = best["plan"], best["baseline"], best["loop"]
     if bare != report.totals()["candidate_files"]:
         raise SystemExit(f"the bare Spark baseline found {bare} candidates, the plan "
                          f"{report.totals()['candidate_files']}")
@@ -188,8 +184,6 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
     # whole tree, the batch plan only each _delta_log/ folder.
     listing_pages = sum(_pages(sum(len(names) for _, _, names in os.walk(root))) for root in roots)
     log_pages = sum(_pages(len(os.listdir(os.path.join(root, "_delta_log")))) for root in roots)
-    looped, delta_rs = _best(repeat, lambda: sum(len(set(DeltaTable(root).vacuum(
-        retention_hours=168, dry_run=True, enforce_retention_duration=False, full=True))) for root in roots))
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "tables": tables,
@@ -231,7 +225,7 @@ def main() -> None:
     f = run(args.tables, args.files_per_table, args.workdir, args.repeat, args.shuffle_partitions, args.shape)
     print(f"cores: {os.cpu_count()}  tables: {f['tables']}  files: {f['files']:,}  log shape: {f['shape']}  "
           f"(lake built in {f['build_s']:.0f} s, inventory in {f['inventory_s']:.0f} s)")
-    print(f"shuffle partitions: {f['shuffle_partitions']}; best of {args.repeat} warm runs each")
+    print(f"shuffle partitions: {f['shuffle_partitions']}; plan, baseline and loop run in turn, best of {args.repeat} rounds each")
     print(f"batch dry-run plan (this project)        {f['batch_dry_run_s']:7.1f} s  {f['candidates']:,} candidates")
     print(f"bare Spark baseline (same candidates)    {f['bare_spark_baseline_s']:7.1f} s")
     print(f"ratio (plan / baseline)                  {f['plan_over_baseline']:7.2f}")
