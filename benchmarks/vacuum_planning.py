@@ -5,16 +5,16 @@ same lake (which classifies every object the same way).
     python -m benchmarks.vacuum_planning [--tables 50] [--files-per-table 20000] [--repeat 3] [--shape checkpoint] [--workdir DIR]
 
 Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-table`` files,
-about 10% of them orphans (half tombstoned long ago, half never committed), writes
-its S3-style inventory and ingests it; then times, in the same run and session, in turn for
-``repeat`` rounds, each its fastest round (benchmarks.timing): the batch dry-run plan (inventory + logs, no listing), the bare
-Spark baseline (read the inventory date, read checkpoints and commits, absolute paths,
-one anti-join, count; no safety rule beyond what this lake needs), and
-``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same tables (which lists
-every folder). The timed runs use Spark's own default of 200 shuffle partitions, with
-adaptive execution, as a cluster would (``--shuffle-partitions`` to compare). On S3 both
-would also pay for their listings: the figures labelled "S3 model" add an assumed cost per
-ListObjectsV2 page to each measured time.
+about 10% of them orphans (half tombstoned long ago, half never committed), writes its
+S3-style inventory and ingests it; then times, in the same run and session, in turn for
+``repeat`` rounds, each its fastest round (benchmarks.timing): the batch dry-run plan
+(inventory + logs, no listing), the bare Spark baseline (read the inventory date, read
+checkpoints and commits, absolute paths, one anti-join, count; no safety rule beyond what
+this lake needs), and ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same
+tables (which lists every folder). The timed runs use Spark's own default of 200 shuffle
+partitions, with adaptive execution, as a cluster would (``--shuffle-partitions`` to
+compare). On S3 both would also pay for their listings: the figures labelled "S3 model"
+add an assumed cost per ListObjectsV2 page to each measured time.
 """
 
 from __future__ import annotations
