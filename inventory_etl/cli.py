@@ -11,9 +11,9 @@ import re
 import sys
 import time
 
-from inventory_etl.contract import newest_dates
-from inventory_etl.discovery import discover
-from inventory_etl.ingestion import IngestInventory, IngestResult
+from inventory_etl.contract import held_partitions
+from inventory_etl.discovery import LOOKBACK_DAYS, discover
+from inventory_etl.ingestion import HELD, IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.cli import add_common_arguments, iso_date, setup_logging, write_text
@@ -43,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(partitioned by inventory_date, bucket) into --inventory-table in today's layout")
     parser.add_argument("--date", type=iso_date, metavar="YYYY-MM-DD",
                         help="with --inventory-root: the inventory date to ingest (default, per bucket and configuration: "
-                             "every date from the newest the table holds on, or the newest present for a new one)")
+                             "every date of the look-back window the table does not hold yet, oldest first)")
+    parser.add_argument("--lookback-days", type=int, default=LOOKBACK_DAYS, metavar="N",
+                        help="with --inventory-root and no --date: look for late and re-delivered days within N days of "
+                             f"each configuration's newest delivery (default {LOOKBACK_DAYS}); older days the table lacks "
+                             "are reported, not ingested")
     parser.add_argument("--source-bucket", action="append", metavar="B",
                         help="with --inventory-root: only this source bucket; repeat for several")
     parser.add_argument("--config-id", action="append", metavar="C",
@@ -55,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-verify-checksums", action="store_true",
                         help="skip manifest.checksum and the data files' MD5 sums (sizes are still checked)")
     parser.add_argument("--keep-days", type=int, metavar="N",
-                        help="keep the N newest days of inventory dates (counted back from the newest, this run's "
-                             "included) and drop older partitions in the same commit (default: keep every date)")
+                        help="keep the N newest inventory dates of each bucket and configuration (this run's included) "
+                             "and drop their older partitions in the same commit (default: keep every date)")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
     add_common_arguments(parser)
     return parser
@@ -69,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--keep-days must be at least 1")
     if not args.inventory_root and (args.date or args.source_bucket or args.config_id):
         parser.error("--date, --source-bucket and --config-id go with --inventory-root")
+    if args.lookback_days < 1:
+        parser.error("--lookback-days must be at least 1")
     path_roots = {}
     for item in args.path_root:
         bucket, sep, root = item.partition("=")
@@ -83,12 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(spark, args.migrate_from, args.inventory_table)
     notes = []
     if args.inventory_root:
-        held = newest_dates(uris.to_uri(args.inventory_table))
-        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id, held)
+        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id,
+                         held_partitions(uris.to_uri(args.inventory_table)), args.lookback_days)
         manifests = found.manifests
         for (bucket, config), newest in sorted(found.stale.items()):
-            wanted = args.date or f"{held[(bucket, config)]} or later"
-            notes.append(f"no delivery of {bucket}/{config} on {wanted}; its newest is {newest}")
+            notes.append(f"no delivery of {bucket}/{config} on {args.date}; its newest is {newest}")
+        for (bucket, config), days in sorted(found.too_old.items()):
+            notes.append(f"{len(days)} day(s) of {bucket}/{config} from {days[0]} to {days[-1]} are not in the table and "
+                         f"older than the look-back window (--lookback-days {args.lookback_days}): not ingested; "
+                         "ingest one with --date, or widen the window")
         if not manifests:
             print(f"error: no deliveries found under {args.inventory_root}"
                   + (f" for {args.date}" if args.date else ""), file=sys.stderr)
@@ -123,7 +132,7 @@ def render_summary(result: IngestResult) -> str:
     lines = [
         f"inventory table  {result.inventory_table}" + (f" (version {result.table_version})" if result.table_version is not None else ""),
         f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused, "
-        f"{summary['deliveries_superseded']} superseded",
+        f"{summary['deliveries_superseded']} superseded, {summary['deliveries_skipped']} skipped",
         f"rows             {summary['rows']:,}",
         f"bytes            {summary['bytes']:,} ({human_bytes(summary['bytes'])})",
         f"elapsed          {summary['elapsed_seconds']:.1f} s",
@@ -131,7 +140,9 @@ def render_summary(result: IngestResult) -> str:
     for d in result.deliveries:
         where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
         if d.status == "ingested":
-            lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})")
+            lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})" + (f"; {d.reason}" if d.reason else ""))
+        elif d.status == "skipped" and d.reason != HELD:  # a daily run skips the window's held days: counted only
+            lines.append(f"  skipped   {where}: {d.reason}")
         elif d.status == "superseded":
             lines.append(f"  superseded {where}: by the newer delivery {d.superseded_by}")
         else:

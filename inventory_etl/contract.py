@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -147,23 +147,33 @@ def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
                              read_delta(spark, table, {PARTITION_COLUMNS[0]: day}))
 
 
-def newest_dates(table: str) -> dict[tuple[str, str], date]:
-    """Per (bucket, config_id): the newest inventory date the table holds, from its log."""
+def held_partitions(table: str) -> set[tuple[date, str, str]]:
+    """Every (inventory date, bucket, config_id) the table holds rows of, from its log."""
     try:
-        held = partitions(table, list(PARTITION_COLUMNS))
+        return {(day, bucket, config) for day, bucket, config in partitions(table, list(PARTITION_COLUMNS))}
     except TableNotFound:
-        return {}
-    newest: dict[tuple[str, str], date] = {}
-    for day, bucket, config in held:
-        newest[(bucket, config)] = max(day, newest.get((bucket, config), day))
-    return newest
+        return set()
 
 
 def one_row_per_object(rows: DataFrame) -> DataFrame:
     """One row per (inventory date, bucket, key, version): two inventory configurations of a
-    bucket deliver the same object twice. The newest row wins, as in Delta's own inventory
-    vacuum (``maxBy(modificationTime)``); the delivery breaks ties."""
+    bucket deliver the same object twice.
+
+    A current-only configuration's row carries no version id; where another configuration of
+    the bucket lists versions of the key that date, it is the version listed as latest, and is
+    matched to it. Of the rows of one object the newest delivery's wins (a lifecycle transition
+    between two deliveries changes the storage class, not the modification time), then the newest
+    modification time, as in Delta's own inventory vacuum (``maxBy(modificationTime)``)."""
+    listed_latest = F.max(F.when(F.col("is_latest") & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)),
+                                 F.col("version_id"))).over(Window.partitionBy("inventory_date", "bucket", "key"))
+    matched = F.col("version_id").isNull() & listed_latest.isNotNull()
+    rows = rows.select(*[
+        F.when(matched, listed_latest).otherwise(F.col(c)).alias(c) if c == "version_id"
+        else F.when(matched, F.coalesce(F.col(c), F.lit(c == "is_latest"))).otherwise(F.col(c)).alias(c)
+        if c in ("is_latest", "is_delete_marker") else F.col(c)
+        for c in rows.columns])
     others = [c for c in rows.columns if c not in OBJECT_KEY]
-    newest = F.struct(F.col("modificationTime"), F.col("manifest_uri"))
+    delivered = F.regexp_extract(F.col("manifest_uri"), r"/([^/]*)/manifest\.json$", 1)
+    newest = F.struct(delivered, F.col("modificationTime"), F.col("manifest_uri"))
     return rows.groupBy(*OBJECT_KEY).agg(F.max_by(F.struct(*others), newest).alias("_row")).select(
         *OBJECT_KEY, "_row.*").select(*rows.columns)

@@ -5,18 +5,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
 from inventory_etl.manifest import DELIVERY_FOLDER
 from lakeio import uris
 from lakeio.storage import Storage
 
+# How many days back from each configuration's newest delivery a run looks for days the table lacks.
+LOOKBACK_DAYS = 7
+
 
 @dataclass(frozen=True)
 class Discovery:
     manifests: list[str]  # the deliveries to ingest, oldest date first
-    # (bucket, config) pairs with deliveries but none to ingest: their newest date
+    # with on_date: the (bucket, config) pairs with deliveries but none of that date, and their newest date
     stale: dict[tuple[str, str], date] = field(default_factory=dict)
+    # without on_date: per (bucket, config), the days older than the look-back window the table lacks
+    too_old: dict[tuple[str, str], list[date]] = field(default_factory=dict)
 
 
 def discover(
@@ -25,13 +30,17 @@ def discover(
     on_date: date | None = None,
     source_buckets: list[str] | None = None,
     config_ids: list[str] | None = None,
-    held: dict[tuple[str, str], date] | None = None,
+    held: set[tuple[date, str, str]] | None = None,
+    lookback_days: int = LOOKBACK_DAYS,
 ) -> Discovery:
     """The newest delivery of each day, per (bucket, config): for ``on_date`` only when given;
-    otherwise every day from the newest the table holds for that pair (``held``) on, so late
-    deliveries are not skipped (that day again, for a later re-delivery of it), or the pair's
-    newest day when the table holds none."""
-    held = held or {}
+    otherwise of every day within ``lookback_days`` of that pair's newest delivery, oldest first,
+    so late and re-delivered days are found (the ingestion skips what the table holds already).
+    Days older than the window that the table does not hold (``held``: its (date, bucket,
+    config) partitions) are reported, not ingested."""
+    if lookback_days < 1:
+        raise ValueError("lookback_days must be at least 1")
+    held = held or set()
     found: dict[tuple[str, str], dict[date, str]] = {}
     for status in storage.glob(uris.join(uris.literal(uris.to_uri(root)), "*", "*", "*", "manifest.json")):
         folder_uri = uris.parent(status.uri)
@@ -50,15 +59,17 @@ def discover(
         if day not in per_day or folder > uris.name(uris.parent(per_day[day])):
             per_day[day] = status.uri
     chosen: list[tuple[date, str]] = []
-    stale = {}
-    for pair, per_day in found.items():
+    stale, too_old = {}, {}
+    for (bucket, config), per_day in found.items():
         if on_date:
             days = [on_date] if on_date in per_day else []
-        elif pair in held:
-            days = [d for d in per_day if d >= held[pair]]
+            if not days:
+                stale[(bucket, config)] = max(per_day)
         else:
-            days = [max(per_day)]
+            first = max(per_day) - timedelta(days=lookback_days - 1)
+            days = [d for d in per_day if d >= first]
+            lacking = sorted(d for d in per_day if d < first and (d, bucket, config) not in held)
+            if lacking:
+                too_old[(bucket, config)] = lacking
         chosen += [(d, per_day[d]) for d in days]
-        if not days:
-            stale[pair] = max(per_day)
-    return Discovery([uri for _, uri in sorted(chosen)], stale)
+    return Discovery([uri for _, uri in sorted(chosen)], stale, too_old)

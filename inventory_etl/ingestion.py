@@ -1,10 +1,14 @@
 """Job 1 as one action: S3 Inventory deliveries in, one partition per (date, bucket, config) out.
 
-Steps, each a method: load manifests, keep the newest delivery per partition, refuse
-deliveries older than what the table holds, verify data files, read reports, validate
-rows, write. A delivery that fails any step is refused with the file and the problem;
-the others still go in. Each (inventory_date, bucket, config_id) partition holds exactly
-one delivery, replaced whole when that delivery is ingested again or a newer one comes.
+Steps, each a method: load manifests, keep the newest delivery per partition, skip what the
+table already holds and refuse what is older, skip dates ``keep_days`` no longer keeps,
+verify data files, read reports, validate rows, write. A delivery that fails any step is
+refused with the file and the problem; the others still go in. Each (inventory_date, bucket,
+config_id) partition holds exactly one delivery, replaced whole only by one at least as new.
+
+The write's commit enforces that last rule itself (see ``lakeio.delta_write``): each partition
+is claimed with its delivery's time and identity, so two runs committing one partition at once
+conflict, and the loser either goes on top (its delivery is newer) or is refused by name.
 """
 
 from __future__ import annotations
@@ -14,20 +18,28 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import date, timedelta
 from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
-from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, PARTITION_COLUMNS
+from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
 from lakeio import delta_read, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
-from lakeio.delta_write import IncompatibleTable, deltalake_uri, partition_folder, partition_string, write_delta
+from lakeio.delta_write import (
+    Claim,
+    IncompatibleTable,
+    deltalake_uri,
+    held_claims,
+    partition_folder,
+    partition_string,
+    write_delta,
+)
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -38,7 +50,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class DeliveryOutcome:
     manifest_uri: str
-    status: str  # "ingested", "refused", or "superseded" (a newer delivery of its partition went in instead)
+    # "ingested"; "refused"; "superseded" (a newer delivery of its partition went in instead);
+    # "skipped" (nothing to do: the table holds it already, or --keep-days keeps no such date)
+    status: str
     source_bucket: str | None = None
     config_id: str | None = None
     inventory_date: str | None = None
@@ -47,6 +61,7 @@ class DeliveryOutcome:
     bytes: int = 0
     error: str | None = None
     superseded_by: str | None = None  # the newer delivery of the same partition that went in instead
+    reason: str | None = None  # why it was skipped, or what to know about it (an empty delivery)
 
 
 @dataclass
@@ -70,12 +85,17 @@ class IngestResult:
     def superseded(self) -> list[DeliveryOutcome]:
         return [d for d in self.deliveries if d.status == "superseded"]
 
+    @property
+    def skipped(self) -> list[DeliveryOutcome]:
+        return [d for d in self.deliveries if d.status == "skipped"]
+
     def to_dict(self) -> dict:
         return {
             "inventory_table": self.inventory_table,
             "deliveries_ingested": len(self.ingested),
             "deliveries_refused": len(self.refused),
             "deliveries_superseded": len(self.superseded),
+            "deliveries_skipped": len(self.skipped),
             "rows": sum(d.rows for d in self.ingested),
             "bytes": sum(d.bytes for d in self.ingested),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
@@ -87,6 +107,11 @@ class IngestResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+
+HELD = "the table already holds this delivery"
+# What a delivery's rows are before the write: the contract's columns, then what refusals name.
+CONTRACT_ROWS = StructType([*INVENTORY_SCHEMA.fields, StructField(PROBLEM, StringType()), StructField(SOURCE_FILE, StringType())])
 
 
 @dataclass
@@ -134,7 +159,8 @@ class IngestInventory:
         manifests = self._load_manifests(list(dict.fromkeys(uris.to_uri(u) for u in manifest_uris)), result)
         manifests = self._not_into_an_earlier_layout(manifests, result)
         manifests = self._newest_per_partition(manifests, result)
-        manifests = self._not_older_than_table(manifests, result)
+        manifests = self._against_table(manifests, result)
+        manifests = self._within_keep_days(manifests, result)
         manifests = self._verify_data_files(manifests, result)
         accepted = self._read_reports(manifests, result)
         accepted = self._validate_rows(accepted, result)
@@ -182,24 +208,60 @@ class IngestInventory:
                 result.deliveries.append(self._outcome(m, "superseded", superseded_by=winner.uri))
         return [m for m in manifests if newest[_partition_key(m)] is m]
 
-    def _not_older_than_table(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
-        """Replacing a partition with an older delivery than the one it holds would turn the
-        table back in time: refused unless ``allow_older``."""
-        if self.allow_older or not manifests:
+    def _against_table(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """A delivery the table already holds is skipped; one older than the delivery its partition
+        holds is refused unless ``allow_older`` (it would turn the table back in time). The claims
+        in the log say which delivery each partition holds; a partition written before claims
+        existed is asked for its manifest (and holds a claim once re-ingested)."""
+        if not manifests:
             return manifests
         self.progress(f"checking which deliveries {self.inventory_table} holds")
-        held = self._held_deliveries({_partition_key(m) for m in manifests})
+        keys = [_partition_key(m) for m in manifests]
+        claims = held_claims(self.inventory_table, PARTITION_COLUMNS, keys)
+        unclaimed = set(keys) - set(claims) if not self.allow_older else set()
+        if unclaimed:
+            unclaimed &= {tuple(partition_string(v) for v in p) for p in self._partitions()}
+        by_manifest = self._held_deliveries(unclaimed) if unclaimed else {}
         kept = []
         for m in manifests:
-            holds = held.get(_partition_key(m))
-            if (holds and DELIVERY_FOLDER.match(_delivery_folder(holds)) and DELIVERY_FOLDER.match(m.delivery_folder)
-                    and _delivery_folder(holds) > m.delivery_folder):
+            key = _partition_key(m)
+            held = claims.get(key)
+            if held is not None and held.identity == _claim(m).identity:
+                self._skip(result, m, HELD)
+                continue
+            if held is not None:
+                newer = not self.allow_older and held.rank > _claim(m).rank
+            else:
+                holds = by_manifest.get(key)
+                newer = holds is not None and _delivery_folder(holds) > m.delivery_folder and all(
+                    DELIVERY_FOLDER.match(f) for f in (_delivery_folder(holds), m.delivery_folder))
+            if newer:
+                holds = by_manifest.get(key) or self._held_deliveries({key}).get(key, "a newer delivery")
                 self._refuse(result, m.uri, DeliveryError(
                     m.uri, f"older than the delivery the table holds for this partition ({holds}); "
                            "pass --allow-older-delivery to go back to it"), m)
             else:
                 kept.append(m)
         return kept
+
+    def _partitions(self) -> set[tuple]:
+        """Every (date, bucket, config) the table holds files of, from its log."""
+        try:
+            return delta_read.partitions(self.inventory_table, list(PARTITION_COLUMNS))
+        except TableNotFound:
+            return set()
+
+    def _within_keep_days(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """With ``keep_days``, a delivery of a date its own (bucket, config) no longer keeps is not
+        written (it would be dropped again): skipped, said why."""
+        if self.keep_days is None or not manifests:
+            return manifests
+        expired = set(self._expired([_partition_key(m) for m in manifests]))
+        for m in manifests:
+            if _partition_key(m) in expired:
+                self._skip(result, m, f"{m.source_bucket}/{m.config_id} keeps its {self.keep_days} newest date(s) "
+                                      f"(--keep-days), all later than {m.inventory_date}")
+        return [m for m in manifests if _partition_key(m) not in expired]
 
     def _held_deliveries(self, partitions: set[tuple[str, str, str]]) -> dict[tuple, str]:
         """The delivery each of these partitions holds, in one Spark job: the first row of
@@ -228,6 +290,8 @@ class IngestInventory:
             raise DeliveryError(uri, f"cannot read: {first_line(exc)}") from None
 
     def _verify_data_files(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        if not manifests:
+            return []
         what = "sizes and MD5 sums" if self.verify_checksums else "sizes"
         self.progress(f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
         problems = verify_data_files(self.spark, manifests, check_md5=self.verify_checksums)
@@ -240,6 +304,9 @@ class IngestInventory:
         accepted = []
         for manifest in manifests:
             try:
+                if not manifest.files:  # an empty bucket or prefix: the partition becomes empty
+                    accepted.append(_Accepted(manifest, self.spark.createDataFrame([], CONTRACT_ROWS)))
+                    continue
                 rows = to_contract(read_report(self.spark, manifest), manifest, self.path_roots)
                 accepted.append(_Accepted(manifest, rows))
             except DeliveryError as exc:
@@ -276,7 +343,9 @@ class IngestInventory:
                 self._refuse(result, a.manifest.uri, DeliveryError(twice["file"], problem), a.manifest)
             else:
                 good.append(a)
-                result.deliveries.append(self._outcome(a.manifest, "ingested", rows=s["rows"], bytes=s["bytes"]))
+                empty = "the manifest lists no data files: ingested as an empty delivery" if not a.manifest.files else None
+                result.deliveries.append(self._outcome(a.manifest, "ingested", rows=s["rows"], bytes=s["bytes"],
+                                                       reason=empty))
         return good
 
     def _row_stats(self, accepted: list[_Accepted]) -> dict[str, dict]:
@@ -322,16 +391,26 @@ class IngestInventory:
         self.progress(f"writing {len(partitions)} partition(s) to {self.inventory_table}")
         rows = _union([a.rows for a in accepted]).drop(PROBLEM, SOURCE_FILE)
         try:
-            expired = self._expired(partitions)
+            expired = [p for p in self._expired(partitions) if p not in partitions]
             written = write_delta(rows, self.inventory_table, PARTITION_COLUMNS,
                                   [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions",
-                                  drop=[dict(zip(PARTITION_COLUMNS, p)) for p in expired])
+                                  drop=[dict(zip(PARTITION_COLUMNS, p)) for p in expired],
+                                  claims={_partition_key(a.manifest): _claim(a.manifest) for a in accepted},
+                                  outranked_allowed=self.allow_older)
         except IncompatibleTable as exc:
             self._refuse_written(accepted, result, str(exc))
             return
         except Exception as exc:
             self._refuse_written(accepted, result, f"{self.inventory_table}: write failed: {first_line(exc)}")
             return
+        if written.outranked:
+            holds = self._held_deliveries({(day, bucket, config) for day, bucket, config in written.outranked})
+            for a in accepted:
+                key = _partition_key(a.manifest)
+                if key in written.outranked:
+                    self._refuse_written([a], result, f"{a.manifest.uri}: another run committed delivery "
+                                                      f"{holds.get(key, '(unknown)')} of this partition first, "
+                                                      "and it is newer; this one was not written")
         if written.columns_added:
             result.notes.append(f"added column(s) {', '.join(written.columns_added)} to {self.inventory_table} "
                                 "(older rows read them as null)")
@@ -339,26 +418,30 @@ class IngestInventory:
         if expired:
             result.partitions_dropped = len(expired)
             result.notes.append(f"dropped {len(expired)} partition(s) of {min(p[0] for p in expired)} to "
-                                f"{max(p[0] for p in expired)} (--keep-days {self.keep_days})")
+                                f"{max(p[0] for p in expired)} (--keep-days {self.keep_days}: the newest dates of "
+                                "each bucket and configuration)")
 
     def _expired(self, writing: list[tuple]) -> list[tuple]:
-        """Partitions ``keep_days`` or more older than the newest inventory date, this write's included."""
+        """Partitions (held, or in ``writing``) whose date is not among the ``keep_days`` newest
+        dates of their own (bucket, config): a weekly or lagging configuration keeps its own."""
         if self.keep_days is None:
             return []
-        try:
-            held = {tuple(partition_string(v) for v in p)
-                    for p in delta_read.partitions(self.inventory_table, list(PARTITION_COLUMNS))}
-        except TableNotFound:
-            return []
-        newest = max(date.fromisoformat(str(p[0])) for p in held | set(writing))
-        oldest_kept = newest - timedelta(days=self.keep_days - 1)
-        return sorted(p for p in held - set(writing) if date.fromisoformat(str(p[0])) < oldest_kept)
+        held = {tuple(partition_string(v) for v in p) for p in self._partitions()}
+        dates: dict[tuple, set[str]] = {}
+        for day, bucket, config in held | set(writing):
+            dates.setdefault((bucket, config), set()).add(str(day))
+        kept = {pair: set(sorted(days)[-self.keep_days:]) for pair, days in dates.items()}
+        return sorted(p for p in held | set(writing) if str(p[0]) not in kept[(p[1], p[2])])
 
     def _refuse_written(self, accepted: list[_Accepted], result: IngestResult, error: str) -> None:
         log.warning("refused: %s", error)
         for a in accepted:
             outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
             outcome.status, outcome.rows, outcome.bytes, outcome.error = "refused", 0, 0, error
+
+    def _skip(self, result: IngestResult, manifest: Manifest, reason: str) -> None:
+        self.progress(f"skipped {manifest.uri}: {reason}")
+        result.deliveries.append(self._outcome(manifest, "skipped", reason=reason))
 
     def _table_version(self) -> int | None:
         from deltalake import DeltaTable
@@ -381,6 +464,11 @@ class IngestInventory:
             config_id=manifest.config_id, inventory_date=manifest.inventory_date.isoformat(),
             file_format=manifest.file_format, **extra,
         )
+
+
+def _claim(manifest: Manifest) -> Claim:
+    """The delivery's claim on its partition: newer by delivery time, itself by URI and content."""
+    return Claim(manifest.delivered_minute, Claim.identity_of(f"{manifest.uri}\n{manifest.body_md5}"))
 
 
 def _partition(manifest: Manifest) -> dict[str, str]:

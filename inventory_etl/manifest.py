@@ -48,6 +48,19 @@ class Manifest:
     creation_timestamp: int | None  # epoch ms
     inventory_date: date
     delivery_folder: str  # e.g. 2026-11-21T01-00Z
+    body_md5: str = ""  # of manifest.json as read: with the URI, which delivery this is
+    # ORC fields typed ``timestamp`` (a wall clock, UTC's as S3 writes it), which readers shift into their zone
+    wall_clock_fields: tuple[str, ...] = ()
+
+    @property
+    def delivered_minute(self) -> int:
+        """Minutes since the epoch at which S3 delivered it (its folder; else its creation time):
+        a later delivery of a partition has a greater number."""
+        m = DELIVERY_FOLDER.match(self.delivery_folder)
+        if m:
+            year, month, day, hour, minute = (int(g) for g in m.groups())
+            return int(datetime(year, month, day, hour, minute, tzinfo=timezone.utc).timestamp()) // 60
+        return (self.creation_timestamp or 0) // 60_000
 
 
 def md5_hex(data: bytes) -> str:
@@ -61,9 +74,9 @@ def parse_manifest(uri: str, body: bytes, checksum: bytes | None) -> Manifest:
     The data files are resolved against the delivery's own location: the folder that
     holds the dated manifest folder, so a copied or mounted delivery still ingests.
     """
+    actual = md5_hex(body)
     if checksum is not None:
         expected = checksum.decode("ascii", errors="replace").strip().lower()
-        actual = md5_hex(body)
         if expected != actual:
             raise DeliveryError(uri, f"MD5 {actual} does not match manifest.checksum {expected}")
     try:
@@ -85,21 +98,37 @@ def parse_manifest(uri: str, body: bytes, checksum: bytes | None) -> Manifest:
         _data_file(uri, i, entry, source_bucket, config_id, config_root, destination_bucket)
         for i, entry in enumerate(_list(uri, doc, "files"))
     )
-    if not files:
-        raise DeliveryError(uri, "manifest lists no data files")
+    _listed_once(uri, files)
     creation = _creation_timestamp(uri, doc)
+    file_schema = _text(uri, doc, "fileSchema")
     return Manifest(
         uri=uri,
         source_bucket=source_bucket,
         destination_bucket=destination_bucket,
         config_id=config_id,
         file_format=file_format,
-        columns=parse_file_schema(uri, file_format, _text(uri, doc, "fileSchema")),
+        columns=parse_file_schema(uri, file_format, file_schema),
         files=files,
         creation_timestamp=creation,
         inventory_date=_inventory_date(uri, folder, creation),
         delivery_folder=folder,
+        body_md5=actual,
+        wall_clock_fields=orc_wall_clock_fields(file_schema) if file_format == "ORC" else (),
     )
+
+
+def orc_wall_clock_fields(schema: str) -> tuple[str, ...]:
+    """The fields of an ORC ``struct<...>`` schema typed plain ``timestamp`` (not ``... with local time zone``)."""
+    return tuple(snake_case(n) for n in re.findall(r"(?:^|[<,])\s*([A-Za-z_]\w*)\s*:\s*timestamp\s*(?=[,>])", schema))
+
+
+def _listed_once(uri: str, files: tuple[DataFile, ...]) -> None:
+    """A data file listed twice would ingest its rows twice."""
+    first: dict[str, int] = {}
+    for i, f in enumerate(files):
+        if f.uri in first:
+            raise DeliveryError(uri, f"files[{i}] lists the data file of files[{first[f.uri]}] again ({f.key})")
+        first[f.uri] = i
 
 
 def parse_file_schema(uri: str, file_format: str, schema: str) -> tuple[str, ...]:

@@ -7,7 +7,9 @@ delivery holds rows we cannot trust, and its ``_file`` (the report file it came 
 so a refusal can name the file.
 
 Timestamps: a Parquet ``INT64`` without a timestamp logical type is epoch milliseconds,
-as AWS documents; typed timestamps are read as their type says.
+as AWS documents; typed timestamps are read as their type says. An ORC ``timestamp`` is a
+wall clock (S3 writes UTC's), which the ORC reader turns into an instant of the executor
+JVM's own zone; it is turned back into the UTC instant S3 meant, whatever that zone is.
 """
 
 from __future__ import annotations
@@ -58,7 +60,40 @@ def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) ->
         raise DeliveryError(manifest.uri, f"report columns do not match fileSchema (extra: {extra}, missing: {absent})")
     typed = {name: _typed(f"`{name}`", name, df.schema[name].dataType)
              for name in manifest.columns if name in REPORT_FIELDS}
+    shifted = [n for n in manifest.wall_clock_fields if n in typed and isinstance(df.schema[n].dataType, TimestampType)]
+    if shifted:
+        df = df.withColumn(_JVM_ZONE, F.expr("reflect('java.time.ZoneId', 'systemDefault')"))  # once per row
+        typed.update({n: _utc_wall_clock(typed[n], F.col(_JVM_ZONE)) for n in shifted})
     return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()], SOURCE_FILE), manifest, [])
+
+
+_JVM_ZONE = "_jvm_zone"
+_HOURS_3 = 3 * 3_600_000
+_UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "Etc/GMT", "UCT", "Etc/UCT", "Universal", "Zulu")
+
+
+def _utc_wall_clock(read: Column, zone: Column) -> Column:
+    """The instant whose UTC wall clock ORC read as ``read`` in the JVM's ``zone``.
+
+    ORC's reader maps a wall clock ``u`` to ``u - offset(u)``, or, where that lands across a
+    zone transition, to ``u - offset(u - offset(u))``. Inverted: of the candidates
+    ``read + offset(read + d)``, d being 0 and ±3 h (either side of any transition), the ones
+    ORC maps back onto ``read``. Only in the hour before a spring-forward transition does
+    ORC map two wall clocks onto one reading; there the later is taken, so that a file never
+    looks older than it is (run executors with ``-Duser.timezone=UTC`` to be exact there too)."""
+    def ms(c: Column) -> Column:
+        return F.unix_millis(c)
+
+    def offset(c: Column) -> Column:
+        return ms(F.from_utc_timestamp(c, zone)) - ms(c)
+
+    def orc_reading(u: Column) -> Column:
+        first = F.timestamp_millis(ms(u) - offset(u))
+        return F.when(offset(first) == offset(u), first).otherwise(F.timestamp_millis(ms(u) - offset(first)))
+
+    candidates = [F.timestamp_millis(ms(read) + offset(F.timestamp_millis(ms(read) + d))) for d in (0, _HOURS_3, -_HOURS_3)]
+    latest = F.greatest(*[F.when(ms(orc_reading(c)) == ms(read), c) for c in candidates])
+    return F.when(zone.isin(*_UTC_NAMES) | read.isNull(), read).otherwise(F.coalesce(latest, candidates[0]))
 
 
 def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:

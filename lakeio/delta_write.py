@@ -12,16 +12,23 @@ a crashed run's task files can never be swept into a later run's commit, and two
 writing different partitions at once do not share staging. Only the files of the
 run's own folder are committed. Timestamps are written as ``TIMESTAMP_MICROS`` (never
 INT96), so dates past 2262 read in every engine.
+
+A replacing write may carry a :class:`Claim` per partition. The claim goes into the commit as
+Delta application transactions (``txn`` actions) named after the partition, so Delta's own
+optimistic concurrency makes any two commits claiming one partition conflict; after a conflict
+the write reads the table again and decides anew. A partition whose table-held claim outranks
+the write's at commit time is left as it is and reported, never replaced by older content.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 from urllib.parse import quote, unquote
@@ -43,6 +50,15 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._\-]+$")
 RUN_FOLDER = re.compile(r"^run-(\d{8}T\d{6}Z)-[0-9a-f]{8}$")
 # A run's private staging left behind this long ago belongs to a run that died.
 DEAD_RUN_AFTER = timedelta(days=1)
+# What delta-rs writes before it moves a commit into place: alone in _delta_log/, a crashed first commit.
+TEMPORARY_COMMIT = re.compile(r"^_commit_[0-9a-f-]{36}\.json\.tmp$")
+DEAD_COMMIT_AFTER = timedelta(minutes=10)
+# A write that keeps losing its commit to other writers gives up after this many tries.
+COMMIT_ATTEMPTS = 8
+# Called with the table URI right before each commit attempt, after the write has read the table
+# it commits against: where a test pauses one writer to let another commit first.
+BEFORE_COMMIT: list[Callable[[str], None]] = []
+_CLAIM_APP = "lake-housekeeping:"
 
 
 class IncompatibleTable(ValueError):
@@ -57,6 +73,23 @@ def partition_folder(columns: Sequence[str], values: Mapping[str, str]) -> str:
     return "/".join(f"{c}={values[c]}" for c in columns)
 
 
+PartitionKey = tuple[str, ...]  # a partition's values, in the order of the table's partition columns
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a replacing write brings to one partition: ``rank`` orders contents (a greater one is
+    newer), ``identity`` tells one content from another of the same rank."""
+
+    rank: int
+    identity: int
+
+    @staticmethod
+    def identity_of(text: str) -> int:
+        """A stable 63-bit number for ``text`` (a Delta transaction version is a signed long)."""
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
 @dataclass(frozen=True)
 class WriteResult:
     table_uri: str
@@ -65,6 +98,8 @@ class WriteResult:
     rows: int
     engine: str  # "delta-spark" or "deltalake"
     columns_added: tuple[str, ...] = ()  # older table schema evolved by this write
+    # partitions left as they were: at commit time the table held a newer claim (the one shown)
+    outranked: Mapping[PartitionKey, Claim] = field(default_factory=dict)
 
 
 def write_delta(
@@ -75,15 +110,22 @@ def write_delta(
     mode: WriteMode,
     use_delta_jars: bool | None = None,
     drop: Sequence[Mapping[str, str]] = (),
+    claims: Mapping[PartitionKey, Claim] | None = None,
+    outranked_allowed: bool = False,
 ) -> WriteResult:
     """Write ``df`` (whose rows all fall in ``partitions``) to a partitioned Delta table.
 
     ``replace_partitions`` swaps each listed partition's content for ``df``'s rows;
     ``append`` only adds. ``drop`` partitions lose their rows in the same commit (with
     ``replace_partitions``). Readers see the old state or the new one, never a mix.
+    ``claims`` (with ``replace_partitions``, keyed by partition values) serialise writers of a
+    partition and keep its newest content: see the module's docstring. ``outranked_allowed``
+    replaces a partition even where the table holds a newer claim (going back on purpose).
     """
     if drop and mode != "replace_partitions":
         raise ValueError("drop goes with mode='replace_partitions'")
+    if claims and mode != "replace_partitions":
+        raise ValueError("claims go with mode='replace_partitions'")
     table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
@@ -91,10 +133,45 @@ def write_delta(
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
     with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
         if use_delta_jars:
+            # Delta's replaceWhere conflict detection serialises writers of a partition here; claims
+            # are not recorded (one txn per write is all DataFrameWriter offers).
             result = _write_with_delta_spark(df, table_uri, partition_by, [*partitions, *drop], mode)
         else:
-            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop)
+            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop,
+                                           dict(claims or {}), outranked_allowed)
     return replace(result, columns_added=added)
+
+
+def held_claims(table_uri: str, partition_by: Sequence[str], keys: Sequence[PartitionKey]) -> dict[PartitionKey, Claim]:
+    """The claims the table holds now on these partitions; one written without a claim (or not at
+    all) is absent. From the log alone."""
+    table = _open_table(uris.to_uri(table_uri))
+    return _held(table, partition_by, keys) if table is not None else {}
+
+
+def _held(table, partition_by: Sequence[str], keys) -> dict[PartitionKey, Claim]:
+    held = {}
+    for key in keys:
+        app = _claim_app(partition_by, key)
+        rank = table.transaction_version(app)
+        if rank is not None:
+            held[key] = Claim(rank, table.transaction_version(app + "#identity") or 0)
+    return held
+
+
+def _claim_app(partition_by: Sequence[str], key: PartitionKey) -> str:
+    return _CLAIM_APP + partition_folder(partition_by, dict(zip(partition_by, key)))
+
+
+def _claim_transactions(partition_by: Sequence[str], claims: Mapping[PartitionKey, Claim]) -> list:
+    from deltalake.transaction import Transaction
+
+    now_ms = int(time.time() * 1000)
+    found = []
+    for key, claim in sorted(claims.items()):
+        app = _claim_app(partition_by, key)
+        found += [Transaction(app, claim.rank, now_ms), Transaction(app + "#identity", claim.identity, now_ms)]
+    return found
 
 
 def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) -> tuple[str, ...]:
@@ -106,7 +183,10 @@ def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) ->
     try:
         table = DeltaTable(deltalake_uri(table_uri))
     except TableNotFoundError:
-        leftovers = [f for f in Storage(df.sparkSession).list(table_uri) if not RUN_FOLDER.match(uris.name(f.uri))]
+        storage = Storage(df.sparkSession)
+        crashed = _crashed_first_commit(storage, table_uri)
+        leftovers = [f for f in storage.list(table_uri)
+                     if not RUN_FOLDER.match(uris.name(f.uri)) and not (crashed and uris.name(f.uri) == "_delta_log")]
         if leftovers:
             raise IncompatibleTable(f"{table_uri}: not empty and not a Delta table (holds {uris.name(leftovers[0].uri)}); "
                                     "refusing to write into it") from None
@@ -151,46 +231,113 @@ def _write_with_delta_spark(df, table_uri, partition_by, replaced, mode) -> Writ
     )
 
 
-def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop) -> WriteResult:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-    from deltalake.transaction import AddAction, create_table_with_add_actions
-
+def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed) -> WriteResult:
     storage = Storage(df.sparkSession)
     _clear_dead_runs(storage, table_uri)
     run = f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     df.write.mode("errorifexists").partitionBy(*partition_by).parquet(uris.join(table_uri, run))
     storage.delete(uris.join(table_uri, run, "_SUCCESS"))
+    staged = _staged_adds(df, storage, table_uri, run, partition_by, partitions)
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = _open_table(table_uri)
+        held = _held(table, partition_by, list(claims)) if table is not None and claims else {}
+        outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
+        writing = [p for p in partitions if _key(partition_by, p) not in outranked]
+        adds = [a for p in writing for a, _ in staged[_key(partition_by, p)]]
+        mine = {k: c for k, c in claims.items() if k not in outranked}
+        try:
+            removed = _commit(table, table_uri, df, partition_by, adds, [*writing, *drop] if mode == "replace_partitions" else [],
+                              mine)
+        except _Conflict:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            continue
+        for key in outranked:  # never committed: nobody reads them
+            storage.delete(uris.join(table_uri, run, partition_folder(partition_by, dict(zip(partition_by, key)))), True)
+        rows = sum(n for p in writing for _, n in staged[_key(partition_by, p)])
+        return WriteResult(table_uri, len(adds), removed, rows, "deltalake", outranked=outranked)
+    raise AssertionError("unreachable")
+
+
+class _Conflict(Exception):
+    """Another writer committed first in a way this commit must not ignore: read the table again."""
+
+
+def _key(partition_by: Sequence[str], values: Mapping[str, str]) -> PartitionKey:
+    return tuple(str(values[c]) for c in partition_by)
+
+
+def _staged_adds(df, storage, table_uri, run, partition_by, partitions) -> dict[PartitionKey, list]:
+    """The add action of every file the run staged, with its row count, per partition."""
+    from deltalake.transaction import AddAction
+
     folder_of = {partition_folder(partition_by, p): p for p in partitions}
     new_files = [f for f in storage.walk(uris.join(table_uri, run)) if _is_data_file(f.uri[len(table_uri) + 1:])]
     rows_per_file = _row_counts(df, [f.uri for f in new_files])
-    adds = []
+    staged: dict[PartitionKey, list] = {_key(partition_by, p): [] for p in partitions}
     for f in new_files:
         relative = f.uri[len(table_uri) + 1:]
         values = folder_of.get(uris.parent(relative)[len(run) + 1:])
         if values is None:
             raise ValueError(f"{f.uri}: written outside the partitions declared for this write")
-        adds.append(
-            AddAction(
-                path=quote(relative, safe="/="),
-                size=f.size,
-                partition_values={c: str(values[c]) for c in partition_by},
-                modification_time=f.modification_time,
-                data_change=True,
-                stats=json.dumps({"numRecords": rows_per_file.get(f.uri, 0)}),
-            )
-        )
+        rows = rows_per_file.get(f.uri, 0)
+        add = AddAction(path=quote(relative, safe="/="), size=f.size,
+                        partition_values={c: str(values[c]) for c in partition_by},
+                        modification_time=f.modification_time, data_change=True,
+                        stats=json.dumps({"numRecords": rows}))
+        staged[_key(partition_by, values)].append((add, rows))
+    return staged
+
+
+def _open_table(table_uri: str):
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(deltalake_uri(table_uri))
+    except TableNotFoundError:
+        return None
+
+
+def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
+    """One commit against ``table`` as read (None: create it); the number of files it removed."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+    from deltalake.transaction import CommitProperties, create_table_with_add_actions
+
+    properties = CommitProperties(app_transactions=_claim_transactions(partition_by, claims)) if claims else None
+    for hook in BEFORE_COMMIT:
+        hook(table_uri)
     schema = _delta_schema(df)
     try:
-        table = DeltaTable(deltalake_uri(table_uri))
-    except TableNotFoundError:
-        create_table_with_add_actions(
-            deltalake_uri(table_uri), schema, adds, mode="error", partition_by=list(partition_by)
-        )
-        return WriteResult(table_uri, len(adds), 0, sum(rows_per_file.values()), "deltalake")
-    removes = _removes_for(table, partition_by, [*partitions, *drop]) if mode == "replace_partitions" else []
-    table.create_write_transaction(adds + removes, mode="append", schema=schema, partition_by=list(partition_by))
-    return WriteResult(table_uri, len(adds), len(removes), sum(rows_per_file.values()), "deltalake")
+        if table is None:
+            create_table_with_add_actions(deltalake_uri(table_uri), schema, adds, mode="error",
+                                          partition_by=list(partition_by), commit_properties=properties)
+            return 0
+        removes = _removes_for(table, partition_by, replaced)
+        table.create_write_transaction(adds + removes, mode="append", schema=schema, partition_by=list(partition_by),
+                                       commit_properties=properties)
+        return len(removes)
+    except CommitFailedError as exc:  # a concurrent commit on what this one claims or removes
+        raise _Conflict(str(exc)) from exc
+    except DeltaError as exc:
+        if table is None and _open_table(table_uri) is not None:  # another writer created the table first
+            raise _Conflict(str(exc)) from exc
+        raise
+
+
+def _crashed_first_commit(storage: Storage, table_uri: str) -> bool:
+    """Whether ``_delta_log/`` holds nothing but delta-rs's temporary commit files: a first commit
+    that died before it was moved into place, so there is no table yet and the target counts as
+    empty. Those files are removed once they are old enough not to be a first commit under way
+    (one at a time: never the folder, which a concurrent first commit may be filling)."""
+    entries = storage.list(uris.join(table_uri, "_delta_log"))
+    if not all(not e.is_dir and TEMPORARY_COMMIT.match(uris.name(e.uri)) for e in entries):
+        return False
+    stale_before = int((datetime.now(timezone.utc) - DEAD_COMMIT_AFTER).timestamp() * 1000)
+    for entry in entries:
+        if entry.modification_time < stale_before:
+            storage.delete(entry.uri)
+    return True
 
 
 def _clear_dead_runs(storage: Storage, table_uri: str) -> None:

@@ -77,12 +77,18 @@ def _launch_conf(master: str | None = None) -> SparkConf:
     else ``local[*]``.
     """
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this driver and its JVM
+    # Under ``python -m`` pyspark's launcher runs spark-submit itself, which sets a master of its
+    # own (local[*]) unless PYSPARK_SUBMIT_ARGS names one: only a master somebody named comes first.
+    launch_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    named_at_launch = submitted or "--master" in launch_args or "spark.master" in launch_args
     SparkContext._ensure_initialized()
     conf = SparkConf()
     if not submitted:
         # pyspark's own launcher turns progress bars on, as for an interactive shell; they garble the log.
         conf.set("spark.ui.showConsoleProgress", "false")
-    chosen = master or conf.get("spark.master", None) or os.environ.get("SPARK_MASTER") or "local[*]"
+    launched = conf.get("spark.master", None)
+    chosen = (master or (launched if named_at_launch else None) or os.environ.get("SPARK_MASTER") or launched
+              or "local[*]")
     conf.setMaster(chosen)
     for key, value in DEFAULTS.items():
         conf.setIfMissing(key, value)

@@ -2,9 +2,10 @@
 exactly the deliveries, row for row, and every engine reads it.
 
 The job runs as ``python -m inventory_etl`` in its own process group; the re-run uses the
-test session. ``SOAK_RUNS`` sets how many random kill points the soak test tries: 6 by
-default, so that CI can run the suite on two Spark lines; ``SOAK_RUNS=20`` (and another
-``SOAK_SEED``) for a deeper soak.
+test session. ``SOAK_RUNS`` sets how many rounds the soak test plays (two overlapping runners
+given the deliveries in random order, either or both killed at a random point): 4 by default,
+so that CI can run the suite on two Spark lines; ``SOAK_RUNS=20`` (and another ``SOAK_SEED``)
+for a deeper soak.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ def _deliveries(root: Path, buckets: int, rows: int) -> dict[tuple[str, str], in
     return dict(expected)
 
 
-def _start_job(table: Path, root: Path) -> subprocess.Popen:
+def _start_job(table: Path, root: Path | None = None, manifests: list[str] = (), master: str = "local[2]"
+               ) -> subprocess.Popen:
+    source = ["--inventory-root", str(root)] if root else [a for m in manifests for a in ("--manifest", m)]
     return subprocess.Popen(
-        [sys.executable, "-m", "inventory_etl", "--inventory-table", str(table), "--inventory-root", str(root),
-         "--master", "local[2]"],
+        [sys.executable, "-m", "inventory_etl", "--inventory-table", str(table), *source, "--master", master],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 
@@ -127,25 +129,63 @@ def test_a_run_killed_after_some_write_tasks_committed_leaves_nothing_for_the_re
 
     assert [d.status for d in result.deliveries] == ["ingested"] * 4
     _assert_exact(spark, table, expected)
+    assert {d.status for d in _rerun(spark, table, root).deliveries} == {"skipped"}  # held now: nothing to redo
 
 
-def test_soak_killed_at_random_points_then_rerun(spark, tmp_path):
-    runs = int(os.environ.get("SOAK_RUNS", "6"))
-    root, table = tmp_path / "dest", tmp_path / "inv"
-    expected = _deliveries(root, buckets=3, rows=4_000)
+EARLY, LATE = datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc), datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc)
+
+
+def _two_deliveries_per_partition(root: Path, buckets: int) -> dict[str, tuple[str, frozenset[str]]]:
+    """An earlier and a later delivery of each bucket's partition, with keys of their own (a union of
+    the two would show): manifest -> (bucket, its keys)."""
+    found = {}
+    for b in range(buckets):
+        for when, tag, rows in ((EARLY, "early", 3_000), (LATE, "late", 2_000)):
+            objects = [InventoryObject(f"t/{tag}-{i:06d}.parquet", i, 1_763_000_000_000 + i) for i in range(rows)]
+            manifest = write_delivery(str(root), f"bucket{b}", "daily", objects, when, rows_per_file=rows // 3)
+            found[manifest] = (f"bucket{b}", frozenset(o.key for o in objects))
+    return found
+
+
+def _each_partition_holds_one_delivery(table: Path, deliveries: dict[str, tuple[str, frozenset[str]]]) -> None:
+    if not (table / "_delta_log").exists():
+        return
+    held: dict[str, set[str]] = {}
+    for row in DeltaTable(str(table)).to_pyarrow_table(columns=["bucket", "key"]).to_pylist():
+        held.setdefault(row["bucket"], set()).add(row["key"])
+    for bucket, keys in held.items():
+        assert keys in [k for b, k in deliveries.values() if b == bucket], f"{bucket} holds no single delivery"
+
+
+def test_soak_two_overlapping_runners_killed_at_random_points_then_rerun(spark, tmp_path):
+    rounds = int(os.environ.get("SOAK_RUNS", "4"))
     chance = random.Random(int(os.environ.get("SOAK_SEED", "11")))
-    outcomes = Counter()
-    whole = _work_seconds(_start_job(table, root))  # one run left alone: how long the job's work lasts
-    _assert_exact(spark, table, expected)
-    for _ in range(runs):
-        job = _start_job(table, root)
-        _wait_for_work(job)
+    deliveries = _two_deliveries_per_partition(tmp_path / "dest", buckets=2)
+    newest = Counter((b, k) for m, (b, keys) in deliveries.items() if "T13-00Z" in m for k in keys)
+    whole = _work_seconds(_start_job(tmp_path / "alone", manifests=list(deliveries)))  # how long one run's work lasts
+    outcomes: Counter = Counter()
+    for round_ in range(rounds):
+        table = tmp_path / f"inv{round_}"
+        if chance.random() < 0.5:  # half the rounds start from a table holding some deliveries already
+            IngestInventory(spark, str(table)).execute(chance.sample(list(deliveries), 2))
+        jobs = [_start_job(table, manifests=chance.sample(list(deliveries), chance.randint(1, len(deliveries))),
+                           master="local[1]") for _ in range(2)]
+        for job in jobs:
+            _wait_for_work(job)
         time.sleep(chance.uniform(0.0, whole))
-        finished = job.poll() is not None
-        last = _last_step(_kill(job))
-        outcomes["finished" if finished else f"killed while {last}"] += 1
-        result = _rerun(spark, table, root)
-        assert {d.status for d in result.deliveries} == {"ingested"}, [d.error for d in result.deliveries]
-        _assert_exact(spark, table, expected)
-    print(f"soak: {runs} run(s), {dict(outcomes)}")
-    assert outcomes["finished"] <= runs // 2, outcomes  # most kill points fall inside the job's work
+        for name, job in zip("AB", jobs):
+            if chance.random() < 0.6:
+                finished = job.poll() is not None
+                last = _last_step(_kill(job))
+                outcomes[f"{name} finished" if finished else f"{name} killed while {last}"] += 1
+            else:
+                assert job.wait(timeout=300) in (0, 1), job.stderr.read()[-2000:]  # 1: it lost a partition to the other
+                job.stderr.close()
+                outcomes[f"{name} ran to the end"] += 1
+        _each_partition_holds_one_delivery(table, deliveries)
+
+        result = IngestInventory(spark, str(table)).execute(chance.sample(list(deliveries), len(deliveries)))
+
+        assert not result.refused, [d.error for d in result.refused]
+        _assert_exact(spark, table, dict(newest))
+    print(f"soak: {rounds} round(s), {dict(outcomes)}")

@@ -81,8 +81,9 @@ def test_file_schema_spellings_are_one_field_list():
     assert csv == parquet == orc == ("bucket", "key", "size", "last_modified_date", "e_tag", "is_multipart_uploaded")
 
 
-def test_discovery_picks_the_newest_delivery_of_each_day_not_yet_ingested(spark, tmp_path):
+def test_discovery_picks_the_newest_delivery_of_each_day_in_the_look_back_window(spark, tmp_path):
     root = tmp_path / "dest"
+    deliver(root, "a", when=datetime(2026, 11, 10, 1, 0, tzinfo=timezone.utc))
     deliver(root, "a", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
     deliver(root, "a", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc))
     newest = deliver(root, "a", when=datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc))
@@ -90,18 +91,19 @@ def test_discovery_picks_the_newest_delivery_of_each_day_not_yet_ingested(spark,
     only_old = deliver(root, "b", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
     (root / "a" / "daily" / "hive").mkdir()  # S3 also writes symlink folders; they are not deliveries
 
-    found = discover(Storage(spark), str(root))  # an empty table: each pair's newest day
+    found = discover(Storage(spark), str(root))  # each day within a week of its pair's newest, oldest first
     assert [m.split("/dest/")[1] for m in found.manifests] == [
-        "b/daily/2026-11-20T01-00Z/manifest.json", "a/daily/2026-11-21T13-00Z/manifest.json",
-        "a/weekly/2026-11-21T02-00Z/manifest.json"]
-    assert newest.as_posix() in found.manifests[1] and found.stale == {}
+        "a/daily/2026-11-20T01-00Z/manifest.json", "b/daily/2026-11-20T01-00Z/manifest.json",
+        "a/daily/2026-11-21T13-00Z/manifest.json", "a/weekly/2026-11-21T02-00Z/manifest.json"]
+    assert newest.as_posix() in found.manifests[2] and found.stale == {}
+    # the 10th is outside the window: reported while the table lacks it, silent once it holds it
+    assert found.too_old == {("a", "daily"): [date(2026, 11, 10)]}
+    assert discover(Storage(spark), str(root), held={(date(2026, 11, 10), "a", "daily")}).too_old == {}
 
-    # the table holds a/daily up to the 19th and b/daily up to the 21st: a's late days both come
-    held = {("a", "daily"): date(2026, 11, 19), ("b", "daily"): date(2026, 11, 21)}
-    late = discover(Storage(spark), str(root), config_ids=["daily"], held=held)
-    assert [m.split("/dest/")[1] for m in late.manifests] == [
-        "a/daily/2026-11-20T01-00Z/manifest.json", "a/daily/2026-11-21T13-00Z/manifest.json"]
-    assert late.stale == {("b", "daily"): date(2026, 11, 20)}
+    narrow = discover(Storage(spark), str(root), config_ids=["daily"], lookback_days=1)
+    assert [m.split("/dest/")[1] for m in narrow.manifests] == [
+        "b/daily/2026-11-20T01-00Z/manifest.json", "a/daily/2026-11-21T13-00Z/manifest.json"]
+    assert narrow.too_old == {("a", "daily"): [date(2026, 11, 10), date(2026, 11, 20)]}
 
     older = discover(Storage(spark), str(root), on_date=date(2026, 11, 20), config_ids=["daily"])
     assert sorted(m.split("/dest/")[1] for m in older.manifests) == [
@@ -111,15 +113,23 @@ def test_discovery_picks_the_newest_delivery_of_each_day_not_yet_ingested(spark,
 
 
 @pytest.mark.slow
-def test_a_late_delivery_for_an_earlier_day_is_ingested_by_the_next_run(spark, tmp_path):
+def test_a_late_delivery_for_an_earlier_day_is_ingested_by_the_next_run(spark, tmp_path, capsys):
     root, table = tmp_path / "dest", tmp_path / "inv"
     deliver(root, "a", when=datetime(2026, 11, 20, 1, 0, tzinfo=timezone.utc))
     assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
     deliver(root, "a", when=datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc))
-    deliver(root, "a", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc))  # arrives after the 22nd's
     assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
+    deliver(root, "a", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc))  # arrives after the 22nd's run
+    deliver(root, "a", when=datetime(2026, 11, 1, 1, 0, tzinfo=timezone.utc))  # and one far too late
+    capsys.readouterr()
+    assert main(["--inventory-table", str(table), "--inventory-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "1 ingested, 0 refused, 0 superseded, 2 skipped" in out  # the 20th and 22nd are held already
+    assert "1 day(s) of a/daily from 2026-11-01 to 2026-11-01 are not in the table and older than the look-back window" in out
     days = sorted({r["inventory_date"] for r in table_rows(table)})
     assert days == [date(2026, 11, 20), date(2026, 11, 21), date(2026, 11, 22)]
+    history = DeltaTable(str(table)).history()
+    assert len(history) == 3  # the runs wrote one day each: the days held were not written again
 
 
 def test_path_root_maps_a_bucket_to_another_root(spark, tmp_path):
@@ -142,10 +152,10 @@ def test_rerun_replaces_the_partition_in_one_commit(spark, tmp_path):
     first = deliver(tmp_path / "dest", "src")
     other = deliver(tmp_path / "dest", "other", objects=AWKWARD_OBJECTS[:2])
     ingest(spark, tmp_path / "inv", [first, other])
-    ingest(spark, tmp_path / "inv", [first])
+    assert ingest(spark, tmp_path / "inv", [first]).deliveries[0].status == "skipped"  # held already: no commit
     rows = table_rows(tmp_path / "inv")
     assert len(rows) == len(AWKWARD_OBJECTS) + 2
-    assert DeltaTable(str(tmp_path / "inv")).version() == 1
+    assert DeltaTable(str(tmp_path / "inv")).version() == 0
 
     smaller = deliver(tmp_path / "dest2", "src", objects=AWKWARD_OBJECTS[:3],
                       when=datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc))
@@ -154,7 +164,7 @@ def test_rerun_replaces_the_partition_in_one_commit(spark, tmp_path):
     assert sorted(r["key"] for r in rows if r["bucket"] == "src") == sorted(o.key for o in AWKWARD_OBJECTS[:3])
     assert len([r for r in rows if r["bucket"] == "other"]) == 2
     history = DeltaTable(str(tmp_path / "inv")).history()
-    assert len(history) == 3  # one commit per run: removes and adds together
+    assert len(history) == 2  # one commit per run that writes: removes and adds together
 
 
 def _bad_json(m):
@@ -295,7 +305,7 @@ def test_cli_exit_codes_and_summary_json(spark, tmp_path, capsys):
     _md5_mismatch(deliver(root, "bad"))
     assert main(args) == 1
     report = json.loads(summary.read_text())
-    assert report["deliveries_refused"] == 1 and report["rows"] == len(AWKWARD_OBJECTS)
+    assert (report["deliveries_refused"], report["deliveries_skipped"], report["rows"]) == (1, 1, 0)  # "good" is held
     assert "REFUSED" in capsys.readouterr().out
 
     assert main(["--inventory-table", str(tmp_path / "inv"), "--inventory-root", str(tmp_path / "empty")]) == 1

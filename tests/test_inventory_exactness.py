@@ -15,6 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 from inventory_etl.cli import main
 from inventory_etl.contract import read_inventory
 from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import InventoryObject
 from tests.deliveries import AWKWARD_OBJECTS, T0, data_files, deliver, replace_data_file, rewrite_manifest
 
 LATER = datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc)
@@ -47,20 +48,28 @@ def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_
 
 
 @pytest.mark.slow
-def test_keep_days_drops_older_dates_in_the_write_commit(spark, tmp_path):
-    days = [datetime(2026, 11, d, 9, 0, tzinfo=timezone.utc) for d in (1, 5, 6, 7)]
-    manifests = {d.day: deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=d) for d in days}
-    other = deliver(tmp_path / "dest", "other", objects=AWKWARD_OBJECTS[:1], when=days[0])
-    ingest(spark, tmp_path / "inv", [manifests[1], manifests[5], other])
+def test_keep_days_keeps_the_newest_dates_of_each_bucket_and_configuration(spark, tmp_path):
+    days = {d: datetime(2026, 11, d, 9, 0, tzinfo=timezone.utc) for d in (1, 2, 5, 6, 7)}
+    manifests = {d: deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=w) for d, w in days.items()}
+    weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:1], when=days[1])
+    other = deliver(tmp_path / "dest", "other", objects=AWKWARD_OBJECTS[:1], when=days[2])
+    ingest(spark, tmp_path / "inv", [manifests[1], manifests[5], weekly, other])
     before = DeltaTable(str(tmp_path / "inv")).version()
 
     result = ingest(spark, tmp_path / "inv", [manifests[6], manifests[7]], keep_days=2)
 
-    # Kept: the two newest dates (this run's 6th and 7th); dropped: every bucket's older dates.
-    assert sorted({(r["inventory_date"].day, r["bucket"]) for r in rows_of(tmp_path / "inv")}) == [
-        (6, "src"), (7, "src")]
-    assert result.partitions_dropped == 3 and "dropped 3 partition(s) of 2026-11-01 to 2026-11-05" in result.notes[0]
+    # src/daily keeps its two newest dates; the weekly configuration and the other bucket, lagging
+    # behind, keep theirs (their only date) instead of vanishing from the table.
+    assert sorted({(r["inventory_date"].day, r["bucket"], r["config_id"]) for r in rows_of(tmp_path / "inv")}) == [
+        (1, "src", "weekly"), (2, "other", "daily"), (6, "src", "daily"), (7, "src", "daily")]
+    assert result.partitions_dropped == 2 and "dropped 2 partition(s) of 2026-11-01 to 2026-11-05" in result.notes[0]
     assert DeltaTable(str(tmp_path / "inv")).version() == before + 1  # one commit: readers never see a gap
+
+    # A late delivery of a date its configuration no longer keeps is not written at all.
+    late = ingest(spark, tmp_path / "inv", [manifests[2]], keep_days=2)
+    assert late.deliveries[0].status == "skipped" and "keeps its 2 newest date(s)" in late.deliveries[0].reason
+    assert 2 not in {r["inventory_date"].day for r in rows_of(tmp_path / "inv") if r["bucket"] == "src"}
+    assert DeltaTable(str(tmp_path / "inv")).version() == before + 1
     with pytest.raises(SystemExit):
         main(["--inventory-table", str(tmp_path / "inv"), "--manifest", str(manifests[7]), "--keep-days", "0"])
 
@@ -80,7 +89,8 @@ def test_the_newest_delivery_of_a_partition_wins_and_an_older_one_is_refused(spa
     assert older.deliveries[0].status == "refused" and "older than the delivery the table holds" in older.deliveries[0].error
     assert len(rows_of(tmp_path / "inv")) == 2
 
-    assert ingest(spark, tmp_path / "inv", [late]).deliveries[0].status == "ingested"  # the same one again is fine
+    again = ingest(spark, tmp_path / "inv", [late]).deliveries[0]  # the same one again: nothing to do
+    assert again.status == "skipped" and again.reason == "the table already holds this delivery"
     forced = ingest(spark, tmp_path / "inv", [early], allow_older=True)
     assert forced.deliveries[0].status == "ingested"
     assert len(rows_of(tmp_path / "inv")) == len(AWKWARD_OBJECTS)
@@ -326,3 +336,86 @@ def test_data_files_on_s3_are_streamed_by_the_tasks(spark, tmp_path, s3_endpoint
         assert "is missing" in str(verify_data_files(spark, [gone])[gone.uri])
     finally:
         hadoop.unset("fs.s3a.endpoint")
+
+
+# Wall clocks a zone skips (New York's spring gap), repeats (its autumn overlap) and an ordinary one.
+ZONE_TRAPS = [InventoryObject(f"tz/{i}.parquet", 10 + i, int(when.timestamp() * 1000)) for i, when in enumerate([
+    datetime(2026, 3, 8, 2, 30, tzinfo=timezone.utc), datetime(2026, 11, 1, 1, 30, tzinfo=timezone.utc),
+    datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc), datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=timezone.utc)])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/New_York"])
+def test_every_format_reads_the_same_utc_instants_whatever_the_jvm_zone(tmp_path, zone):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    objects = [*AWKWARD_OBJECTS, *ZONE_TRAPS]
+    for fmt in ("Parquet", "ORC", "CSV"):
+        deliver(tmp_path / "dest", "src", objects=objects, fmt=fmt, config=fmt.lower())
+    env = {**os.environ, "TZ": zone, "PYSPARK_SUBMIT_ARGS": f"--driver-java-options -Duser.timezone={zone} pyspark-shell"}
+    run = subprocess.run([sys.executable, "-m", "inventory_etl", "--inventory-table", str(tmp_path / "inv"),
+                          "--inventory-root", str(tmp_path / "dest"), "--master", "local[2]"],
+                         cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    expected = {o.key: o.last_modified_ms for o in objects}
+    rows = rows_of(tmp_path / "inv")
+    for fmt in ("parquet", "orc", "csv"):
+        got = {r["key"]: r["modificationTime"] for r in rows if r["config_id"] == fmt}
+        assert got == expected, fmt
+
+
+@pytest.mark.slow
+def test_an_orc_wall_clock_the_jvm_zone_cannot_tell_apart_never_reads_older(tmp_path):
+    """ORC's reader maps 01:30 and 02:30 UTC of New York's spring-forward day onto one instant;
+    the later is taken, so the file looks at most an hour newer, never older."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    early = InventoryObject("tz/early.parquet", 1, int(datetime(2026, 3, 8, 1, 30, tzinfo=timezone.utc).timestamp() * 1000))
+    deliver(tmp_path / "dest", "src", objects=[early], fmt="ORC")
+    zone = "America/New_York"
+    env = {**os.environ, "TZ": zone, "PYSPARK_SUBMIT_ARGS": f"--driver-java-options -Duser.timezone={zone} pyspark-shell"}
+    run = subprocess.run([sys.executable, "-m", "inventory_etl", "--inventory-table", str(tmp_path / "inv"),
+                          "--inventory-root", str(tmp_path / "dest"), "--master", "local[1]"],
+                         cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    [row] = rows_of(tmp_path / "inv")
+    assert row["modificationTime"] == early.last_modified_ms + 3_600_000
+
+
+@pytest.mark.slow
+def test_a_current_only_configuration_beside_an_all_versions_one_counts_each_version_once(spark, tmp_path):
+    from tests.deliveries import VERSIONED_OBJECTS
+
+    every = deliver(tmp_path / "dest", "src", objects=VERSIONED_OBJECTS, config="all-versions", versioned=True)
+    current = [o for o in VERSIONED_OBJECTS if o.is_latest and not o.is_delete_marker]
+    only_current = deliver(tmp_path / "dest", "src", objects=current, config="current-only", when=LATER)
+    ingest(spark, tmp_path / "inv", [every, only_current])
+
+    rows = read_inventory(spark, str(tmp_path / "inv")).collect()
+    listed = [o for o in VERSIONED_OBJECTS]
+    assert len(rows) == len(listed)  # v.txt: v1 and v2 once each, not v2 and a version-less third
+    assert sum(r["length"] or 0 for r in rows) == sum(o.size or 0 for o in listed)
+    [latest] = [r for r in rows if r["key"] == "v.txt" and r["version_id"] == "v2"]
+    assert latest["is_latest"] is True and latest["config_id"] == "current-only"  # the newer delivery's row
+
+
+@pytest.mark.slow
+def test_an_object_two_configurations_list_differently_takes_the_newest_deliverys_row(spark, tmp_path):
+    from dataclasses import replace
+
+    early = deliver(tmp_path / "dest", "src", config="zz-weekly", when=datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc),
+                    objects=[replace(o, storage_class="STANDARD") for o in AWKWARD_OBJECTS])
+    late = deliver(tmp_path / "dest", "src", config="aa-daily", when=LATER,  # a lifecycle transition in between
+                   objects=[replace(o, storage_class="GLACIER") for o in AWKWARD_OBJECTS])
+    ingest(spark, tmp_path / "inv", [early, late])
+
+    rows = read_inventory(spark, str(tmp_path / "inv")).collect()
+    assert len(rows) == len(AWKWARD_OBJECTS)
+    assert {(r["storage_class"], r["config_id"]) for r in rows} == {("GLACIER", "aa-daily")}

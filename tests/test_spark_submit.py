@@ -26,6 +26,7 @@ from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.spark import LISTING_PARALLELISM
 
 SPARK_HOME = Path(pyspark.__file__).parent
+ROOT = Path(__file__).resolve().parents[1]
 # spark-submit sends the Python driver's stderr (our log) to its stdout.
 SESSION_LINE = re.compile(r"INFO lakeio\.spark: spark \S+, master (\S+), application (\S+), "
                           r"(\d+) shuffle partitions, adaptive execution (\w+)")
@@ -87,6 +88,21 @@ def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
     _, ingested = ingest(build(tmp_path / "dist"), tmp_path, "local[1]", settings)
     master, _app, partitions, adaptive = SESSION_LINE.search(ingested.stdout).groups()
     assert (master, partitions, adaptive) == ("local[1]", "7", "false")
+
+
+@pytest.mark.parametrize("launch_args, expected", [
+    ("", "local[3]"),  # pyspark's launcher sets local[*] of its own: $SPARK_MASTER, as --help says, wins over it
+    ("--master local[2] pyspark-shell", "local[2]"),  # a master named at launch comes first
+], ids=["python-m", "named-at-launch"])
+def test_spark_master_is_honoured_under_python_m(launch_args, expected):
+    env = {**os.environ, "SPARK_MASTER": "local[3]", "PYSPARK_SUBMIT_ARGS": launch_args}
+    if not launch_args:
+        env.pop("PYSPARK_SUBMIT_ARGS")
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    run = subprocess.run([sys.executable, "-c", "from lakeio.spark import _launch_conf; print(_launch_conf().get('spark.master'))"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == expected
 
 
 def _free_port() -> int:
