@@ -238,7 +238,9 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, c
     df.write.mode("errorifexists").partitionBy(*partition_by).parquet(uris.join(table_uri, run))
     storage.delete(uris.join(table_uri, run, "_SUCCESS"))
     staged = _staged_adds(df, storage, table_uri, run, partition_by, partitions)
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+    attempt = 0
+    while True:  # against the table as it is now, until a commit goes in (or too many conflicts)
+        attempt += 1
         table = _open_table(table_uri)
         held = _held(table, partition_by, list(claims)) if table is not None and claims else {}
         outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
@@ -256,7 +258,6 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, c
             storage.delete(uris.join(table_uri, run, partition_folder(partition_by, dict(zip(partition_by, key)))), True)
         rows = sum(n for p in writing for _, n in staged[_key(partition_by, p)])
         return WriteResult(table_uri, len(adds), removed, rows, "deltalake", outranked=outranked)
-    raise AssertionError("unreachable")
 
 
 class _Conflict(Exception):

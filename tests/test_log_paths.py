@@ -25,6 +25,13 @@ CASES = [
     ("file:///tmp/t", "100%.parquet", None),  # malformed escape
     ("file:///tmp/t", "../../../../x", None),  # above the root
     ("file:///tmp/t", "s3://b/t/x", None),  # another store
+    ("file:///tmp/t", "a#b.parquet", None),  # Hadoop: file "a", fragment "b.parquet"
+    ("file:///tmp/t", "a?b.parquet", None),  # Hadoop: file "a", query "b.parquet"
+    ("s3://bkt/w/t", "s3://bkt/w/t/x#y", None),
+    ("s3://bkt/w/t", "a%2Fb.parquet", None),  # an escaped separator
+    ("s3://bkt/w/t", "%2E%2E/x.parquet", None),  # escaped dots: '..' or a folder named so?
+    ("s3://bkt/w/t", "x%2e.parquet", None),
+    ("s3://bkt/w/t", "a%23b%3F.parquet", "s3://bkt/w/t/a#b?.parquet"),  # escaped, they are just characters
     ("s3://bkt/w/t", "a", "s3://bkt/w/t/a"),
     ("s3://bkt/w/t", "/w/t/b", "s3://bkt/w/t/b"),
     ("s3://bkt/w/t", "s3a://bkt/w/t/c", "s3://bkt/w/t/c"),

@@ -216,6 +216,46 @@ def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tm
             _commit(table, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                           "readerFeatures": ["someFutureFeature"], "writerFeatures": []}}])
 
-    report = by_table(ConcurrentUpgrade(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)]))["t"]
+    run = ConcurrentUpgrade(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)])
+    report = by_table(run)["t"]
     assert report.status == "refused" and "changed since planning" in report.reason
     assert orphan.exists()
+    # The table's report keeps what planning found; the run's totals count only what it acted on.
+    assert report.counts.candidate_files == 1
+    assert (run.totals()["candidate_files"], run.totals()["candidate_bytes"]) == (0, 0)
+    assert "total: 0 candidate file(s)" in run.summary()
+
+
+def test_a_log_file_cleaned_up_while_the_run_plans_refuses_only_its_own_table(spark, tmp_path):
+    """A writer commits, checkpoints and removes its expired log files between the run's summary
+    read and its plan (Delta and delta-rs clean up logs after 30 days by default)."""
+    lake = tmp_path / "lake"
+    cleaned, other = _table(lake / "cleaned", 3), _table(lake / "other", 2)
+    DeltaTable(str(cleaned)).create_checkpoint()  # version 2
+    _table(cleaned, 1)  # version 3: the run reads checkpoint 2, then commit 3
+    for table in (cleaned, other):
+        os.utime(_orphan(table), (OLD, OLD))
+    inventory = inventory_of(spark, lake, tmp_path)
+
+    class WriterCleansUpItsLog(BatchVacuum):
+        cleaned_up = False
+
+        def _apply_gates(self, targets, replay, reports, now_ms):
+            policies = super()._apply_gates(targets, replay, reports, now_ms)
+            if not self.cleaned_up:  # once, between the first summary read and the plan
+                _table(cleaned, 1)  # version 4
+                DeltaTable(str(cleaned)).create_checkpoint()
+                for old in (cleaned / "_delta_log").glob("0000000000000000000[0-3].*"):
+                    old.unlink()
+                self.cleaned_up = True
+            return policies
+
+    run = WriterCleansUpItsLog(spark, VacuumOptions(str(inventory), audit_table=str(tmp_path / "audit"))).execute(
+        [str(cleaned), str(other)])
+
+    tables = by_table(run)
+    assert tables["cleaned"].status == "refused" and "vanished while the run planned" in tables["cleaned"].reason
+    assert tables["other"].status == "dry_run" and tables["other"].counts.candidate_files == 1
+    audited = DeltaTable(str(tmp_path / "audit")).to_pyarrow_table().to_pylist()
+    assert {(r["table_root"].rsplit("/", 1)[1], r["action"]) for r in audited if r["path"] is not None} == {
+        ("other", "would_delete")}

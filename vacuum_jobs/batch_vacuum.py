@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,10 +27,11 @@ from lakeio.audit import AuditAction, TableStatus
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
-from lakeio.deltalog.replay import Replay, read_logs
+from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
+from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteSettings, delete_planned
@@ -113,21 +115,19 @@ class BatchVacuum:
         reports = {t.root: TableReport(t.uri) for t in targets}
         run.tables = list(reports.values())
         runnable = self._skip_disabled(targets, reports)
-        replay = self._read_logs(runnable, reports)
+        replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms)
         try:
-            policies = self._apply_gates(runnable, replay, reports, now_ms)
-            if policies:
-                plan = self._plan(inventory, replay, policies, reports, all_roots)
-                try:
-                    self._check_plan(plan, reports)
-                    run.outcomes = self._delete(plan, reports, inventory)
-                finally:
-                    plan.release()
+            if plan is not None:
+                self._check_plan(plan, reports)
+                run.outcomes = self._delete(plan, reports, inventory)
             if self.options.audit_table:
                 self.progress(f"recording {self.options.audit_table}")
                 write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
         finally:
-            replay.release()  # only now: a dry run's outcomes stay lazy until the audit above reads them
+            # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
+            if plan is not None:
+                plan.release()
+            replay.release()
         run.elapsed_seconds = time.monotonic() - started
         return run
 
@@ -162,49 +162,85 @@ class BatchVacuum:
 
     def _apply_gates(self, targets: list[TableTarget], replay: Replay, reports: dict[TableRoot, TableReport],
                      now_ms: int) -> list[TablePolicy]:
+        """Each table's gates and policy under a guard of its own: a log that parses but says
+        something the protocol does not allow refuses that table alone, with the first line of why."""
         policies = []
         for target in targets:
-            root = target.root
-            state = replay.states.get(root)
+            state = replay.states.get(target.root)
             if state is None:
                 continue  # already refused with its reason
-            report = reports[root]
-            skip = gates.catalog_managed(state)
-            if skip:
-                _set(reports, root, TableStatus.SKIPPED, skip)
-                continue
-            refusal = gates.unknown_protocol(state)
-            if refusal:
-                _set(reports, root, TableStatus.REFUSED, refusal)
-                continue
             try:
-                table_hours = gates.table_retention_hours(state)
-            except ValueError as exc:
-                _set(reports, root, TableStatus.REFUSED, f"delta.deletedFileRetentionDuration: {exc}")
+                policy = self._gate(target, state, reports, now_ms)
+            except Exception as exc:
+                _set(reports, target.root, TableStatus.REFUSED, f"cannot make sense of its log: {first_line(exc)}")
                 continue
-            hours = next(h for h in (target.retain_hours, self.options.retain_hours, table_hours) if h is not None)
-            if hours < table_hours and not self.options.force_retention:
-                _set(reports, root, TableStatus.REFUSED,
-                     f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-                     f"({table_hours:g} h); pass --force-retention to allow it")
-                continue
-            cutoff = now_ms - int(hours * MS_PER_HOUR)
-            try:
-                policy = TablePolicy.for_state(state, cutoff)
-            except ValueError as exc:
-                _set(reports, root, TableStatus.REFUSED, str(exc))
-                continue
-            report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
-            report.dry_run = self.options.dry_run or bool(target.dry_run)
-            policies.append(policy)
+            if policy is not None:
+                policies.append(policy)
         return policies
+
+    def _gate(self, target: TableTarget, state: TableState, reports: dict[TableRoot, TableReport],
+              now_ms: int) -> TablePolicy | None:
+        """The table's policy, or None when a gate skipped or refused it (said in its report)."""
+        root = target.root
+        skip = gates.catalog_managed(state)
+        if skip:
+            _set(reports, root, TableStatus.SKIPPED, skip)
+            return None
+        refusal = gates.unknown_protocol(state)
+        if refusal:
+            _set(reports, root, TableStatus.REFUSED, refusal)
+            return None
+        try:
+            table_hours = gates.table_retention_hours(state)
+        except ValueError as exc:
+            _set(reports, root, TableStatus.REFUSED, f"delta.deletedFileRetentionDuration: {exc}")
+            return None
+        hours = next(h for h in (target.retain_hours, self.options.retain_hours, table_hours) if h is not None)
+        if hours < table_hours and not self.options.force_retention:
+            _set(reports, root, TableStatus.REFUSED,
+                 f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
+                 f"({table_hours:g} h); pass --force-retention to allow it")
+            return None
+        cutoff = now_ms - int(hours * MS_PER_HOUR)
+        try:
+            policy = TablePolicy.for_state(state, cutoff)
+        except ValueError as exc:
+            _set(reports, root, TableStatus.REFUSED, str(exc))
+            return None
+        report = reports[root]
+        report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
+        report.dry_run = self.options.dry_run or bool(target.dry_run)
+        return policy
+
+    def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
+                       reports: dict[TableRoot, TableReport], all_roots: list[TableRoot], now_ms: int
+                       ) -> tuple[Replay, Plan | None]:
+        """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
+        log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
+        one that a writer's log cleanup removed in between refuses its own table, and the others are
+        read and planned again without it."""
+        while True:
+            replay = self._read_logs(targets, reports)
+            policies = self._apply_gates(targets, replay, reports, now_ms)
+            try:
+                return replay, self._plan(inventory, replay, policies, reports, all_roots) if policies else None
+            except Exception as exc:
+                replay.release()
+                lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies])
+                if lost is None:
+                    raise
+                _set(reports, lost, TableStatus.REFUSED, "a file of its log vanished while the run planned (a writer's "
+                                                         f"log cleanup?): vacuum it in the next run ({first_line(exc)})")
+                targets = [t for t in targets if t.root != lost]
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
               reports: dict[TableRoot, TableReport], all_roots: list[TableRoot]) -> Plan:
         self.progress(f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not reports[p.table_root].dry_run for p in policies)
+        # Cached where anything reads the plan again (the deletes, the audit), so that no log file
+        # is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, all_roots,
-                           cache=deleting, log_rows=replay.rows)
+                           cache=deleting or self.options.audit_table is not None, log_rows=replay.rows)
         for root, reason in plan.refused.items():
             _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
@@ -310,6 +346,19 @@ def _with_versions(candidates: DataFrame, all_versions: DataFrame) -> DataFrame:
         .groupBy("path").agg(F.sort_array(F.collect_set("version_id")).alias("version_ids"))
     )
     return candidates.join(versions, "path", "left")
+
+
+def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> TableRoot | None:
+    """The table whose ``_delta_log/`` file ``error`` says is gone; None for any other error."""
+    text = str(error)
+    if not any(sign in text for sign in ("FILE_NOT_EXIST", "FileNotFoundException", "does not exist")):
+        return None
+    spellings = (text, unquote(text))
+    for root in roots:
+        folder = root.split(":", 1)[1].lstrip("/") + "/_delta_log/"  # whatever the scheme's spelling
+        if any(folder in spelled for spelled in spellings):
+            return root
+    return None
 
 
 class RunRefused(Exception):

@@ -64,6 +64,9 @@ class TableReport:
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
 
 
+ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
+
+
 @dataclass
 class RunReport:
     run_id: str
@@ -82,7 +85,10 @@ class RunReport:
         return not any(t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
     def totals(self) -> dict:
-        totals = {name: sum(getattr(t.counts, name) for t in self.tables) for name in TableCounts.names()}
+        """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table
+        refused or skipped, even after planning, deletes nothing, so its candidates are not the run's."""
+        acted = [t for t in self.tables if t.status in ACTED_ON]
+        totals = {name: sum(getattr(t.counts, name) for t in acted) for name in TableCounts.names()}
         totals["tables"] = len(self.tables)
         for status in FINAL_STATUSES:
             totals[f"tables_{status}"] = sum(1 for t in self.tables if t.status == status)

@@ -49,11 +49,35 @@ def unknown_protocol(state: TableState) -> str | None:
     if state.min_reader_version > MAX_READER_VERSION or state.min_writer_version > MAX_WRITER_VERSION:
         return (f"protocol ({state.min_reader_version}, {state.min_writer_version}) is newer than this job "
                 f"understands ({MAX_READER_VERSION}, {MAX_WRITER_VERSION})")
+    if not all(isinstance(f, str) and f for f in (*state.reader_features, *state.writer_features)):
+        return "protocol lists a table feature that is not a name (null or empty)"
     unknown = sorted((set(state.reader_features) - KNOWN_READER_FEATURES)
                      | (set(state.writer_features) - KNOWN_WRITER_FEATURES))
     if unknown:
         return f"unknown table feature(s): {', '.join(unknown)}"
     return None
+
+
+def malformed_metadata(state: TableState) -> str | None:
+    """A metaData action the protocol does not allow: partition columns that are not names, or
+    a ``schemaString`` that is not a struct type's JSON (its fields name the partition folders)."""
+    if not all(isinstance(c, str) and c for c in state.partition_columns):
+        return "metaData.partitionColumns holds a null or empty name"
+    if state.schema_string is not None and schema_fields(state.schema_string) is None:
+        return f"metaData.schemaString is not a struct type: {state.schema_string[:80]!r}"
+    return None
+
+
+def schema_fields(schema_string: str) -> list[dict] | None:
+    """The top-level fields of a ``schemaString``; None unless it is a struct whose fields are named objects."""
+    try:
+        schema = json.loads(schema_string)
+    except ValueError:
+        return None
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
+        return None
+    return fields
 
 
 def table_retention_hours(state: TableState) -> float:
@@ -97,12 +121,9 @@ def partition_folder_names(state: TableState) -> tuple[str, ...]:
     """Logical partition column names plus their column-mapping physical names."""
     names = list(state.partition_columns)
     if state.schema_string and names:
-        try:
-            fields = json.loads(state.schema_string).get("fields", [])
-        except ValueError:
-            fields = []
-        for f in fields:
-            physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
-            if f.get("name") in state.partition_columns and physical:
+        for f in schema_fields(state.schema_string) or []:
+            metadata = f.get("metadata")
+            physical = metadata.get("delta.columnMapping.physicalName") if isinstance(metadata, dict) else None
+            if f["name"] in state.partition_columns and isinstance(physical, str) and physical:
                 names.append(physical)
     return tuple(names)

@@ -7,7 +7,10 @@ table's scheme and authority; ``.``/``..`` segments and doubled slashes are fold
 We resolve the same way, then compare on :func:`lakeio.uris.canonical` URIs.
 
 What we cannot resolve with certainty makes the table unreadable instead of being
-guessed: a malformed percent escape, a scheme or authority other than the table's
+guessed: a malformed percent escape, a raw ``#`` or ``?`` (Hadoop's URI parsing makes a
+fragment or query of what follows, so Delta names another file than the log spells), an
+escaped ``/`` or ``.`` (``%2F``, ``%2E``: whether they separate or fold depends on which
+side of decoding a reader folds on), a scheme or authority other than the table's
 (another bucket could be an access-point alias of this one, ``dbfs:`` a mount of it),
 or ``..`` climbing above the filesystem root. A resolved path may still lie outside
 the table (a shallow clone's source files); such files are never this table's to
@@ -28,6 +31,8 @@ _HAS_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
 _PREFIX = r"^([A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?)"  # scheme and authority of a canonical URI
 _NEEDS_FOLDING = r"//|/\.\.?(/|$)"
 _ABOVE_ROOT = "\u0000"  # marks a ``..`` that climbed above "/"
+_AMBIGUOUS = r"[#?]|%2[FfEe]"
+_AMBIGUOUS_PROBLEM = "a raw '#' or '?' (Hadoop reads a fragment or query there) or an escaped '/' or '.'"
 
 
 class UnresolvablePath(ValueError):
@@ -38,6 +43,8 @@ def resolve(table_root: str, log_path: str) -> str:
     """The canonical URI of the file ``log_path`` names in the table at canonical ``table_root``."""
     if re.search(uris.MALFORMED_ESCAPE, log_path):
         raise UnresolvablePath(f"{log_path!r}: malformed percent escape")
+    if re.search(_AMBIGUOUS, log_path):
+        raise UnresolvablePath(f"{log_path!r}: {_AMBIGUOUS_PROBLEM}")
     decoded = unquote(log_path)
     root_prefix, root_path = _split(table_root)
     if re.match(_HAS_SCHEME, log_path):
@@ -76,12 +83,13 @@ def _fold(path: str, log_path: str) -> str:
 
 def is_plain(log_path: Column, table_root: Column | None = None) -> Column:
     """True for the log paths almost every table writes: relative, with no escape, scheme, dot
-    segment, doubled or trailing slash. Such a path names ``<table_root>/<log_path>`` (unless
+    segment, doubled or trailing slash, ``#`` or ``?``. Such a path names ``<table_root>/<log_path>`` (unless
     the root itself ends with a slash: the filesystem root); it is told apart with substring
     checks only (the full resolution needs regular expressions and a fold that Spark cannot
     compile into its generated code)."""
     plain = ((F.length(log_path) > 0) & ~log_path.startswith("/") & ~log_path.endswith("/") & ~log_path.endswith(".")
-             & ~log_path.contains("%") & ~log_path.contains(":") & ~log_path.contains("//") & ~log_path.contains("./"))
+             & ~log_path.contains("%") & ~log_path.contains(":") & ~log_path.contains("//") & ~log_path.contains("./")
+             & ~log_path.contains("#") & ~log_path.contains("?"))
     if table_root is not None:
         plain = plain & ~table_root.endswith("/")
     return F.coalesce(plain, F.lit(False))
@@ -114,6 +122,7 @@ def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) ->
     frame = frame.withColumn(t["folded"], _fold_col(c["path"]))
     problem = (
         F.when(malformed, F.lit("malformed percent escape"))
+        .when(raw.rlike(_AMBIGUOUS), F.lit(_AMBIGUOUS_PROBLEM))
         .when(has_scheme & (F.substring_index(c["own_prefix"], ":", 1) != F.substring_index(c["root_prefix"], ":", 1)),
               F.concat(F.lit("scheme differs from the table's "), root))
         .when(has_scheme & (c["own_prefix"] != c["root_prefix"]),

@@ -40,7 +40,11 @@ class TablePolicy:
 
     @classmethod
     def for_state(cls, state: TableState, cutoff_ms: int) -> TablePolicy:
-        """The policy a table's own log implies; ValueError when it uses a UniForm format we do not know."""
+        """The policy a table's own log implies; ValueError when its metaData is not what the protocol
+        allows, or when it uses a UniForm format we do not know."""
+        malformed = gates.malformed_metadata(state)
+        if malformed:
+            raise ValueError(malformed)
         return cls(state.table_root, cutoff_ms, gates.partition_folder_names(state), gates.uniform_hidden_names(state))
 
     @property
