@@ -98,7 +98,9 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     ever: dict[str, int] = {}  # every data file written -> mtime
     commits = [[{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
                               "writerFeatures": ["deletionVectors"]}},
-                {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": "{}",
+                {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps({
+                    "type": "struct", "fields": [{"name": n, "type": "string", "nullable": True, "metadata": {}}
+                                                 for n in ["id", *(["_p"] if partitioned else [])]]}),
                               "partitionColumns": ["_p"] if partitioned else [],
                               "configuration": {"delta.universalFormat.enabledFormats": "iceberg"} if iceberg else {}}}]]
     spelled: dict[str, str] = {}  # one spelling per file, kept for its whole life (Delta reconciles by spelling)

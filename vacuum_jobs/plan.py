@@ -121,8 +121,8 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.when(data, live & (F.col("modification_time") < as_of_ms) & F.col("inside")).alias("log_old_live"),
         F.when(data, F.col("problem")).alias("problem"))
     current = (F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
-    # The newest row of the path wins (as in contract.one_row_per_object), a current version a
-    # tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
+    # The newest row of the path wins (by modification time, as Delta's own inventory vacuum), a
+    # current version a tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
     newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
