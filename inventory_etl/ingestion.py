@@ -25,11 +25,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS
+from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
-from lakeio import delta_read, uris
+from lakeio import uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import (
     Claim,
@@ -220,7 +220,7 @@ class IngestInventory:
         claims = held_claims(self.inventory_table, PARTITION_COLUMNS, keys)
         unclaimed = set(keys) - set(claims) if not self.allow_older else set()
         if unclaimed:
-            unclaimed &= {tuple(partition_string(v) for v in p) for p in self._partitions()}
+            unclaimed &= self._partitions()
         by_manifest = self._held_deliveries(unclaimed) if unclaimed else {}
         kept = []
         for m in manifests:
@@ -244,12 +244,9 @@ class IngestInventory:
                 kept.append(m)
         return kept
 
-    def _partitions(self) -> set[tuple]:
-        """Every (date, bucket, config) the table holds files of, from its log."""
-        try:
-            return delta_read.partitions(self.inventory_table, list(PARTITION_COLUMNS))
-        except TableNotFound:
-            return set()
+    def _partitions(self) -> set[tuple[str, str, str]]:
+        """Every (date, bucket, config) the table holds rows of, spelled as partition values."""
+        return {(partition_string(day) or "", bucket, config) for day, bucket, config in held_partitions(self.inventory_table)}
 
     def _within_keep_days(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
         """With ``keep_days``, a delivery of a date its own (bucket, config) no longer keeps is not
@@ -426,7 +423,7 @@ class IngestInventory:
         dates of their own (bucket, config): a weekly or lagging configuration keeps its own."""
         if self.keep_days is None:
             return []
-        held = {tuple(partition_string(v) for v in p) for p in self._partitions()}
+        held = self._partitions()
         dates: dict[tuple, set[str]] = {}
         for day, bucket, config in held | set(writing):
             dates.setdefault((bucket, config), set()).add(str(day))
