@@ -9,7 +9,8 @@ checks that. Categories:
 - ``reclaimable``: what a vacuum with the table's retention would delete now;
 - ``log``: the table's ``_delta_log/``;
 - ``other``: kept by vacuum for other reasons (hidden files such as ``_SUCCESS``, folder
-  markers, files nobody committed that are younger than the retention);
+  markers, files nobody committed that are younger than the retention, files another
+  table's log needs, such as a shallow clone's);
 - ``noncurrent`` and ``delete_marker``: older versions and delete markers (versioned buckets);
 - ``untracked``: current objects under no Delta table (``table`` is null);
 - ``unclassified``: objects of a table whose log could not be read (the reason is reported).
@@ -46,6 +47,7 @@ from lakeio import uris
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
+from lakeio.deltalog.references import needed_elsewhere
 from lakeio.deltalog.replay import Replay, read_logs
 from lakeio.spark import step_announcer
 from lakeio.storage import Storage
@@ -326,7 +328,9 @@ class Chargeback:
             .when(F.col("category") == Category.CANDIDATE.value, "reclaimable")
             .otherwise("other")
         )
-        split = classify(owned, files, hidden_patterns(policies)).select(
+        cutoffs = {p.table_root: p.cutoff_ms for p in policies}
+        references = needed_elsewhere(replay, cutoffs, roots).frame
+        split = classify(owned, files, hidden_patterns(policies), references).select(
             "bucket", "table_root", category.alias("charge_category"),
             F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS)).alias("storage_class"), "length")
         cells = []

@@ -5,7 +5,12 @@ on storage until a vacuum deletes them. The vacuum audit table records every tab
 every run (``action`` ``table_<status>``) and every planned file; with the table's log
 and the newest inventory that answers, per file:
 
-- ``erased``: a run deleted it (when, which run);
+- ``erased``: a run deleted it (when, which run), and no version of it remains: the store
+  keeps no versions, or an all-versions inventory taken after the delete lists none;
+- ``soft_deleted``: a run deleted it from a versioned S3 bucket, but noncurrent versions
+  still hold its bytes (the delete only added a delete marker): restorable, not erased;
+- ``erasure_unconfirmed``: a run deleted it from a versioned S3 bucket, and no
+  all-versions inventory taken since says whether a version of it remains;
 - ``absent_when_vacuumed``: a run found it already gone (when, which run);
 - ``live``: the current snapshot still references it;
 - ``live_soft_deleted``: still referenced, with a deletion vector hiding the deleted rows:
@@ -34,7 +39,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import InventoryUnavailable, current_objects, inventory_snapshot, one_row_per_object
+from inventory_etl.contract import (
+    InventorySnapshot,
+    InventoryUnavailable,
+    current_objects,
+    inventory_snapshot,
+    one_row_per_object,
+)
 from lakeio import uris
 from lakeio.audit import DELETING_RUNS, AuditAction
 from lakeio.delta_read import TableNotFound, read_delta
@@ -147,6 +158,35 @@ class ErasureReport:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Versions:
+    """What the newest inventory lists of one key in a versioned S3 bucket."""
+
+    all_versions: bool  # an all-versions configuration lists the bucket: a missing version is gone
+    rows: tuple  # the key's versions and delete markers (version_id, length, modificationTime, ...)
+
+
+def _deleted(answer, run_row, at: str, versions: _Versions | None, inventory_date: date) -> FileAnswer:
+    """A file a run deleted: erased, unless a versioned bucket may still hold its bytes."""
+    run_id = run_row["run_id"]
+    deleted = f"deleted at {at} by vacuum run {run_id}"
+    if versions is None:
+        return answer("erased", deleted, at, run_id)
+    if not versions.all_versions or inventory_date <= date.fromisoformat(at[:10]):
+        return answer("erasure_unconfirmed", f"{deleted} from a versioned bucket: unless that run purged its versions "
+                      "(--purge-versions), a delete marker hides it and a noncurrent version keeps its bytes; no "
+                      "all-versions inventory taken since the delete says which", at, run_id)
+    held = [r for r in versions.rows if not r["is_delete_marker"] and (r["modificationTime"] or 0) < run_row["at_ms"]]
+    if not held:
+        return answer("erased", f"{deleted}; the all-versions inventory of {inventory_date} lists no version of it",
+                      at, run_id)
+    return answer("soft_deleted", f"{deleted}, but the bucket is versioned: {len(held)} noncurrent version(s) "
+                  f"({human_bytes(sum(r['length'] or 0 for r in held))}: "
+                  f"{', '.join(sorted(r['version_id'] for r in held))}) still hold its bytes in the inventory of "
+                  f"{inventory_date}; restorable, not erased, until they are deleted for good (vacuum "
+                  "--purge-versions, or a lifecycle rule expiring noncurrent versions)", at, run_id)
+
+
 @dataclass
 class _Question:
     path: str  # canonical
@@ -178,7 +218,8 @@ class ErasureEvidence:
         now_ms = self.options.now_ms or int(time.time() * 1000)
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         audit = self._read_audit()
-        inventory, inventory_date = self._newest_inventory()
+        snapshot = self._newest_inventory()
+        inventory = current_objects(one_row_per_object(snapshot.rows))
         known_roots = sorted(set(delta_roots(inventory))
                              | {r["table_root"] for r in audit.select("table_root").distinct().collect()})
         scope = ([uris.canonical(uris.to_uri(t)) for t in self.options.tables]
@@ -188,7 +229,7 @@ class ErasureEvidence:
         replay = self._replay_logs(roots)
         tables = self._tables(roots, replay, audit, now_ms)
         report.tables = [tables[r] for r in scope]
-        report.answers = self._answers(questions, tables, replay, audit, inventory, inventory_date, now_ms)
+        report.answers = self._answers(questions, tables, replay, audit, inventory, snapshot, now_ms)
         return report
 
     def _read_audit(self) -> DataFrame:
@@ -198,12 +239,11 @@ class ErasureEvidence:
             raise ErasureError(f"{self.options.audit_table}: no audit table there (run vacuum_jobs with "
                                "--audit-table first)") from None
 
-    def _newest_inventory(self) -> tuple[DataFrame, date]:
+    def _newest_inventory(self) -> InventorySnapshot:
         try:
-            inventory = inventory_snapshot(self.spark, self.options.inventory_table)
+            return inventory_snapshot(self.spark, self.options.inventory_table)
         except InventoryUnavailable as exc:
             raise ErasureError(str(exc)) from None
-        return current_objects(one_row_per_object(inventory.rows)), inventory.day
 
     def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[_Question]:
         found = []
@@ -296,7 +336,8 @@ class ErasureEvidence:
         return tables
 
     def _answers(self, questions: list[_Question], tables: dict[str, TableErasure], replay: Replay,
-                 audit: DataFrame, inventory: DataFrame, inventory_date: date, now_ms: int) -> list[FileAnswer]:
+                 audit: DataFrame, inventory: DataFrame, snapshot: InventorySnapshot, now_ms: int
+                 ) -> list[FileAnswer]:
         if not questions:
             return []
         self.progress(f"answering for {len(questions)} file(s)")
@@ -311,12 +352,34 @@ class ErasureEvidence:
             in_log[row["path"]].append(row)
         listed = {r["path"] for r in inventory.select(uris.canonical_col(F.col("path")).alias("path"))
                   .join(F.broadcast(asked), "path").collect()}
+        versions = self._versions(asked, snapshot)
         return [self._answer(q, tables.get(q.table) if q.table else None, trail[q.path], in_log[q.path], q.path in listed,
-                             inventory_date, now_ms) for q in questions]
+                             snapshot.day, now_ms, versions.get(q.path)) for q in questions]
+
+    def _versions(self, asked: DataFrame, snapshot: InventorySnapshot) -> dict[str, _Versions]:
+        """What the newest inventory lists of each asked S3 key in a versioned bucket (one that lists
+        version ids): its versions and delete markers, and whether an all-versions configuration
+        lists the bucket. Other stores keep no versions this job can see."""
+        s3 = asked.where(F.col("path").startswith("s3://")).select(
+            "path", F.split(F.col("path"), "/").getItem(2).alias("bucket"))
+        buckets = [r["bucket"] for r in s3.select("bucket").distinct().collect()]
+        if not buckets:
+            return {}
+        rows = snapshot.rows.where(F.col("bucket").isin(buckets))
+        kinds = {r["bucket"]: r for r in rows.groupBy("bucket").agg(
+            F.max(F.col("version_id").isNotNull()).alias("versioned"),
+            F.max(F.col("is_latest").isNotNull()).alias("all_versions")).collect()}
+        listed: dict[str, list] = defaultdict(list)
+        for row in rows.where(F.col("version_id").isNotNull()).select(
+                uris.canonical_col(F.col("path")).alias("path"), "version_id", "length", "modificationTime",
+                "is_latest", "is_delete_marker").join(F.broadcast(s3.select("path")), "path").collect():
+            listed[row["path"]].append(row)
+        return {r["path"]: _Versions(kinds[r["bucket"]]["all_versions"], tuple(listed[r["path"]]))
+                for r in s3.collect() if r["bucket"] in kinds and kinds[r["bucket"]]["versioned"]}
 
     @staticmethod
     def _answer(q: _Question, table: TableErasure | None, trail: list, log_rows: list, listed: bool,
-                inventory_date: date, now_ms: int) -> FileAnswer:
+                inventory_date: date, now_ms: int, versions: _Versions | None) -> FileAnswer:
         def answer(status: str, detail: str, when: str | None = None, run_id: str | None = None) -> FileAnswer:
             return FileAnswer(q.path, q.table, q.asked_as, status, detail, when, run_id)
 
@@ -327,7 +390,7 @@ class ErasureEvidence:
             first = gone[0]
             at = iso_utc(first["at_ms"])
             if first["action"] == AuditAction.DELETED:
-                return answer("erased", f"deleted at {at} by vacuum run {first['run_id']}", at, first["run_id"])
+                return _deleted(answer, first, at, versions, inventory_date)
             return answer("absent_when_vacuumed", f"already gone when vacuum run {first['run_id']} reached it "
                                                   f"at {at}", at, first["run_id"])
         live = [r for r in log_rows if r["kind"] == "add"]

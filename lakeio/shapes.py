@@ -50,6 +50,9 @@ FILE_ACTIONS = Shape("file actions", _schema(
     "table_root string, kind string, path string, size long, modification_time long, deletion_timestamp long, "
     "dv_storage_type string, dv_path string, dv_cardinality long, problem string"))
 
+# A file one Delta table needs (``referenced_by``) that another (``table_root``) owns: deltalog.references.
+REFERENCES = Shape("references", _schema("table_root string, path string, referenced_by string"))
+
 # Rows of one inventory date as job 2 reads them (every version, every configuration).
 INVENTORY_ROWS = Shape("inventory rows", _schema(
     "path string, length long, isDir boolean, modificationTime long, is_latest boolean, is_delete_marker boolean"))

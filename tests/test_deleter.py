@@ -108,7 +108,7 @@ def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty
     pace, batch = 80, 10
     settings = DeleteSettings(batch_size=batch, keys_per_second=pace, endpoint_url=faulty.endpoint)
 
-    outcomes = delete_planned(spark, targets, settings).collect()
+    outcomes = delete_planned(spark, targets, settings, "run-1").collect()
 
     assert len(outcomes) == 240 and {r["action"] for r in outcomes} == {AuditAction.DELETED}
     assert remaining(client, name) == set()
@@ -184,15 +184,15 @@ def test_spark_executors_delete_and_a_rerun_after_a_crash_finishes_the_job(spark
     settings = DeleteSettings(batch_size=7, keys_per_second=100_000, endpoint_url=s3_endpoint)
 
     client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": k} for k in keys[:15]]})  # the crashed run's work
-    outcomes = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
+    outcomes = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings, "run-1").collect()}
 
     assert remaining(client, name) == set()
     assert set(outcomes.values()) == {AuditAction.DELETED}  # S3 cannot say the first 15 were already gone
     assert not local.exists() and not local.parent.exists()  # the emptied partition folder went too
     assert (tmp_path / "t").exists()  # never the table root
 
-    again = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings).collect()}
-    assert again[f"file://{local}"] == AuditAction.ALREADY_ABSENT
+    again = {r["path"]: r["action"] for r in delete_planned(spark, targets, settings, "run-2").collect()}
+    assert again[f"file://{local}"] == AuditAction.ALREADY_ABSENT  # another run's work
 
 
 def test_local_deleter_reports_each_outcome(tmp_path):
@@ -206,10 +206,32 @@ def test_local_deleter_reports_each_outcome(tmp_path):
         Target(f"file://{root}", f"file://{present}", 1, 0),
         Target(f"file://{root}", f"file://{root}/d/never-there", 1, 0),
         Target(f"file://{root}", f"file://{blocked}", 1, 0),  # a folder is not a file: reported, not fatal
-    ])}
+    ], "run-1")}
     assert outcomes[f"file://{present}"].action == AuditAction.DELETED
     assert outcomes[f"file://{root}/d/never-there"].action == AuditAction.ALREADY_ABSENT
     assert outcomes[f"file://{blocked}"].action == AuditAction.FAILED and outcomes[f"file://{blocked}"].error
+
+
+def test_a_retried_delete_task_records_what_its_lost_attempt_deleted(tmp_path):
+    """A task attempt deletes, then is lost (its executor dies): its outcomes never reach the
+    driver. The retry finds those files gone; they are this run's deletes, not already absent."""
+    root = tmp_path / "t"
+    root.mkdir()
+    files = [root / f"f{i}.parquet" for i in range(4)]
+    for path in files[:3]:
+        path.write_bytes(b"x")
+    targets = [Target(f"file://{root}", f"file://{path}", 1, 0) for path in files]  # f3 was never there
+
+    lost = delete_local(targets, "run-1")
+    for _ in range(2):  # the first attempt deletes f0 and f1, then dies
+        next(lost)
+    retry = {o.target.path: o.action for o in delete_local(targets, "run-1")}
+    speculative = {o.target.path: o.action for o in delete_local(targets, "run-1")}  # a twin attempt, after both
+
+    expected = [AuditAction.DELETED] * 3 + [AuditAction.ALREADY_ABSENT]
+    assert [retry[t.path] for t in targets] == [speculative[t.path] for t in targets] == expected
+    later_run = {o.target.path: o.action for o in delete_local(targets, "run-2")}
+    assert set(later_run.values()) == {AuditAction.ALREADY_ABSENT}
 
 
 def test_batch_size_is_bounded_by_s3s_limit():

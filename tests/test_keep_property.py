@@ -6,9 +6,12 @@ accepts: relative, ``./x``, ``a/../x``, scheme-less absolute, full URI), in tabl
 or without UniForm Iceberg; inventories list every file ever written, deletion-vector
 files, hidden files, Iceberg metadata, orphans, and a neighbour table's files, with
 modification times on both sides of the cutoff, some of them twice (two inventory
-configurations). The replay reads the actions afresh or from the JSON commits its summary
-kept. After planning, another writer may re-add a candidate. A plain-Python
-model says what must be kept; the Spark plan, after its re-check, must agree exactly.
+configurations). A shallow clone outside the planned tables names some of the table's files
+by absolute URI, live or tombstoned on either side of its own cutoff. The replay reads the
+actions afresh or from the JSON commits its summary kept; a writer's log cleanup may remove
+the commits between the summary and the plan. After planning, another writer may re-add a
+candidate. A plain-Python model says what must be kept; the Spark plan, after its re-check,
+must agree exactly.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.keep import dv_relative_path
 from lakeio.deltalog.policy import TablePolicy
+from lakeio.deltalog.references import needed_elsewhere
 from lakeio.deltalog.replay import replay_logs
 from lakeio.deltalog.segments import log_segment
 from lakeio.storage import Storage
+from vacuum_jobs.batch_vacuum import _table_of_vanished_log_file
 from vacuum_jobs.plan import plan_tables
 from vacuum_jobs.recheck import recheck_logs
 
@@ -86,9 +91,11 @@ def _dv_file(dv):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(step, min_size=1, max_size=14), orphan_times=st.lists(times, min_size=1, max_size=4),
        partitioned=st.booleans(), spelling=spellings, iceberg=st.booleans(),
-       duplicates=st.lists(times, max_size=4), late_readd=st.booleans(), keep_commits=st.booleans())
+       duplicates=st.lists(times, max_size=4), late_readd=st.booleans(), keep_commits=st.booleans(),
+       clone=st.lists(st.tuples(st.integers(0, 20), st.one_of(st.none(), times)), max_size=3), vanish=st.booleans())
 def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, history, orphan_times, partitioned,
-                                                      spelling, iceberg, duplicates, late_readd, keep_commits):
+                                                      spelling, iceberg, duplicates, late_readd, keep_commits, clone,
+                                                      vanish):
     base = tmp_path_factory.mktemp("prop")
     root = base / "t"
     log = root / "_delta_log"
@@ -171,18 +178,50 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
                     for s in segments)
                 or (iceberg and "metadata" in segments))
 
+    # A shallow clone names some of the files ever written: live (None), or removed at a time.
+    written = sorted(ever)
+    cloned = {written[i % len(written)]: removed_at for i, removed_at in clone} if written else {}
+    clone_root = base / "clone"
+    (clone_root / "_delta_log").mkdir(parents=True)
+    clone_log = [commits[0]] + [[{"add": {"path": "file:" + quote(f"{root}/{p}"), "size": 10, "modificationTime": 1,
+                                          "dataChange": True, "partitionValues": {}}}] for p in cloned]
+    clone_log += [[{"remove": {"path": "file:" + quote(f"{root}/{p}"), "deletionTimestamp": at, "dataChange": True}}]
+                  for p, at in cloned.items() if at is not None]
+    for version, actions in enumerate(clone_log):
+        (clone_root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    keep |= {p for p, at in cloned.items() if at is None or at >= CUTOFF}
+
     expected = {f"file://{root}/{p}" for p, t in inventory.items() if p not in keep and not hidden(p) and t < CUTOFF}
 
-    root_uri = f"file://{root}"
+    root_uri, clone_uri = f"file://{root}", f"file://{clone_root}"
     replay = replay_logs(spark, [log_segment(Storage(spark), str(root))], check_paths=False, keep_commits=keep_commits)
     assert not replay.failures
+    outside = replay_logs(spark, [log_segment(Storage(spark), str(clone_root))], check_paths=False)
+    references = needed_elsewhere(outside, {clone_uri: CUTOFF}, [root_uri, clone_uri], check_paths=True)
+    assert not outside.failures and not references.unknown
     df = spark.createDataFrame(  # every configuration's row: the plan picks one per object
         inventory_rows, "path string, length long, isDir boolean, modificationTime long, bucket string, key string, "
                         "version_id string, inventory_date string, manifest_uri string").select(
         "*", F.lit(None).cast("boolean").alias("is_latest"), F.lit(None).cast("boolean").alias("is_delete_marker"))
-    plan = plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], CUTOFF)],
-                       inventory_as_of_ms=NOW)
-    planned = [r["path"] for r in plan.candidates.collect()]
+    # A writer's log cleanup removes the commits the summary read: kept ones are never read again,
+    # and otherwise their loss names this table alone.
+    hidden_away = base / "cleaned-up"
+    if vanish:
+        hidden_away.mkdir()
+        for commit in log.glob("*.json"):
+            commit.rename(hidden_away / commit.name)
+    try:
+        plan = plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], CUTOFF)],
+                           inventory_as_of_ms=NOW, other_roots=[clone_uri], references=references.frame)
+        planned = [r["path"] for r in plan.candidates.collect()]
+    except Exception as exc:
+        if not vanish or keep_commits:
+            raise
+        assert _table_of_vanished_log_file(exc, [clone_uri, root_uri]) == root_uri
+        return
+    finally:
+        for commit in hidden_away.glob("*.json"):
+            commit.rename(log / commit.name)
     assert len(planned) == len(set(planned))  # one row per object, however many configurations listed it
     assert set(planned) == expected
     assert not set(planned) & {f"file://{root}/{p}" for p in keep}

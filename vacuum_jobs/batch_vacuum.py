@@ -27,6 +27,7 @@ from lakeio.audit import AuditAction, TableStatus
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
+from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
 from lakeio.spark import step_announcer
@@ -34,7 +35,7 @@ from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
 from lakeio.uris import TableRoot
-from vacuum_jobs.deleter import DeleteSettings, delete_planned
+from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
@@ -115,11 +116,11 @@ class BatchVacuum:
         reports = {t.root: TableReport(t.uri) for t in targets}
         run.tables = list(reports.values())
         runnable = self._skip_disabled(targets, reports)
-        replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms)
+        replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms, run)
         try:
             if plan is not None:
                 self._check_plan(plan, reports)
-                run.outcomes = self._delete(plan, reports, inventory)
+                run.outcomes = self._delete(plan, reports, inventory, run.run_id)
             if self.options.audit_table:
                 self.progress(f"recording {self.options.audit_table}")
                 write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
@@ -213,34 +214,69 @@ class BatchVacuum:
         return policy
 
     def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
-                       reports: dict[TableRoot, TableReport], all_roots: list[TableRoot], now_ms: int
-                       ) -> tuple[Replay, Plan | None]:
+                       reports: dict[TableRoot, TableReport], all_roots: list[TableRoot], now_ms: int,
+                       run: RunReport) -> tuple[Replay, Plan | None]:
         """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
         one that a writer's log cleanup removed in between refuses its own table, and the others are
-        read and planned again without it."""
+        read and planned again without it (its log is then read afresh for what it needs from them)."""
+        lake = sorted(set(all_roots) | {t.root for t in targets})
+        others = [root for root in lake if root not in {t.root for t in targets}]
+        vanished: dict[TableRoot, str] = {}
         while True:
             replay = self._read_logs(targets, reports)
             policies = self._apply_gates(targets, replay, reports, now_ms)
+            if not policies:
+                return replay, None
             try:
-                return replay, self._plan(inventory, replay, policies, reports, all_roots) if policies else None
+                references = self._references(replay, self._read_other_logs(others), policies, lake, now_ms)
+                run.references_unknown = {root: why for root, why in (*references.unknown.items(), *vanished.items())}
+                return replay, self._plan(inventory, replay, policies, reports, lake, references)
             except Exception as exc:
                 replay.release()
-                lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies])
+                lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies] + others)
                 if lost is None:
                     raise
-                _set(reports, lost, TableStatus.REFUSED, "a file of its log vanished while the run planned (a writer's "
-                                                         f"log cleanup?): vacuum it in the next run ({first_line(exc)})")
-                targets = [t for t in targets if t.root != lost]
+                why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {first_line(exc)}"
+                if lost in reports:
+                    _set(reports, lost, TableStatus.REFUSED, f"{why}; vacuum it in the next run")
+                    targets = [t for t in targets if t.root != lost]
+                    others.append(lost)  # listed afresh, for the files it needs from the others
+                else:
+                    others.remove(lost)
+                    vanished[lost] = why
+
+    def _read_other_logs(self, roots: list[TableRoot]) -> Replay | None:
+        """The summaries of the lake's other Delta tables: for the files they need from the run's tables."""
+        if not roots:
+            return None
+        self.progress(f"reading the logs of {len(roots)} other Delta table(s) for the files they reference")
+        return read_logs(self.spark, self.storage, roots, check_paths=False)
+
+    def _references(self, replay: Replay, outside: Replay | None, policies: list[TablePolicy], lake: list[TableRoot],
+                    now_ms: int) -> References:
+        """What each Delta table of the lake needs from another's folder, by its own retention (or the
+        run's, where that keeps more). A table whose references cannot be read is named, not guessed."""
+        cutoffs = retention_cutoffs(replay.states.values(), now_ms)
+        for policy in policies:
+            cutoffs[policy.table_root] = min(cutoffs[policy.table_root], policy.cutoff_ms)
+        references = needed_elsewhere(replay, cutoffs, lake)
+        references.unknown.update({root: f"unreadable log: {why}" for root, why in replay.failures.items()})
+        if outside is not None:
+            references = references.add(
+                needed_elsewhere(outside, retention_cutoffs(outside.states.values(), now_ms), lake, check_paths=True))
+            references.unknown.update({root: f"unreadable log: {why}" for root, why in outside.failures.items()})
+        return references
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
-              reports: dict[TableRoot, TableReport], all_roots: list[TableRoot]) -> Plan:
+              reports: dict[TableRoot, TableReport], lake: list[TableRoot], references: References) -> Plan:
         self.progress(f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not reports[p.table_root].dry_run for p in policies)
         # Cached where anything reads the plan again (the deletes, the audit), so that no log file
         # is needed from storage after this.
-        plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, all_roots,
-                           cache=deleting or self.options.audit_table is not None, log_rows=replay.rows)
+        plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
+                           cache=deleting or self.options.audit_table is not None, log_rows=replay.rows,
+                           references=references.frame)
         for root, reason in plan.refused.items():
             _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
@@ -248,6 +284,7 @@ class BatchVacuum:
             report.counts = table_plan.counts
             report.missing = table_plan.missing
             report.coverage = table_plan.coverage
+            report.referenced_by = table_plan.referenced_by
         return plan
 
     def _check_plan(self, plan: Plan, reports: dict[TableRoot, TableReport]) -> None:
@@ -260,12 +297,12 @@ class BatchVacuum:
                      f"{table_plan.old_live_files} live file(s) written before it was taken")
 
     def _delete(self, plan: Plan, reports: dict[TableRoot, TableReport],
-                inventory: InventorySnapshot) -> DataFrame | None:
+                inventory: InventorySnapshot, run_id: str) -> DataFrame | None:
         """Delete (or, in dry runs, only list) the candidates of the tables still pending;
         the outcomes per file, fixed so that deletes never run twice."""
         pending = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
         recheck = self._recheck_logs(plan, [root for root in pending if not reports[root].dry_run], reports)
-        return self._delete_rechecked(plan, reports, inventory, recheck)
+        return self._delete_rechecked(plan, reports, inventory, recheck, run_id)
 
     def _recheck_logs(self, plan: Plan, deleting: list[TableRoot], reports: dict[TableRoot, TableReport]) -> Recheck:
         """List the logs of the tables about to be deleted in once more; what was committed since
@@ -290,7 +327,7 @@ class BatchVacuum:
         return recheck
 
     def _delete_rechecked(self, plan: Plan, reports: dict[TableRoot, TableReport], inventory: InventorySnapshot,
-                          recheck: Recheck) -> DataFrame | None:
+                          recheck: Recheck, run_id: str) -> DataFrame | None:
         planned = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
         if not planned:
             return None
@@ -308,9 +345,10 @@ class BatchVacuum:
                 reports[root].status = TableStatus.DRY_RUN
             return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
         targets = of_tables(candidates, deleting)
-        outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete))
+        outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
         # Deletes must run exactly once: materialize before counting and recording.
         outcomes = outcomes.localCheckpoint(eager=True)
+        DeleteJournal.remove(self.storage, deleting, run_id)
         for row in outcomes.groupBy("table_root", "action").agg(
             F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
         ).collect():

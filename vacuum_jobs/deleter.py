@@ -7,6 +7,11 @@ keys that did not exist, so on S3 a re-run after a crash records such keys as de
 again (true, but not news); local and Hadoop filesystems tell the difference.
 Stores other than S3 and local disks are deleted from the driver through Hadoop.
 
+Outcomes are exact across Spark task attempts (a lost executor, speculation): before it
+removes a local file, a task notes it in the run's journal (:class:`DeleteJournal`), so
+that a later attempt that finds the file gone records it as this run's ``deleted``, not
+``already_absent``. S3 answers the same whichever attempt asks; the driver's deletes run once.
+
 S3 deletes hold a run-wide pace: S3 takes about 3,500 writes per second per prefix and
 counts every key of a ``DeleteObjects`` as one. The targets are cut into as many tasks
 as the cluster runs at once, and each task paces itself to its share of
@@ -22,6 +27,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -81,8 +87,9 @@ class Outcome:
         return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms)
 
 
-def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings) -> DataFrame:
-    """Delete every target (table_root, path, length, modificationTime[, version_ids]); one outcome row each."""
+def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings, run_id: str) -> DataFrame:
+    """Delete every target (table_root, path, length, modificationTime[, version_ids]); one outcome row each.
+    ``run_id`` names the run's journal: call :meth:`DeleteJournal.remove` once the outcomes are kept."""
     CANDIDATES.check(targets)
     columns = CANDIDATES.columns
     if "version_ids" not in targets.columns:
@@ -93,7 +100,7 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
     slices = max(1, spark.sparkContext.defaultParallelism)
     task_pace = settings.keys_per_second / slices
     outcomes = on_executors.select(*columns, "version_ids").repartition(slices).rdd.mapPartitions(
-        lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace))
+        lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace, run_id))
     )
     result = spark.createDataFrame(outcomes, OUTCOMES.schema)
     elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns, "version_ids")
@@ -108,7 +115,7 @@ def _target(row) -> Target:
     return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()))
 
 
-def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float) -> Iterator[Outcome]:
+def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float, run_id: str) -> Iterator[Outcome]:
     """One executor task's share; its tally goes to the executor's log."""
     s3_targets: list[Target] = []
     local_targets: list[Target] = []
@@ -116,7 +123,7 @@ def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: floa
         target = _target(row)
         (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
     tally: dict[str, int] = {}
-    deleters = [delete_local(local_targets)]
+    deleters = [delete_local(local_targets, run_id)]
     if s3_targets:
         deleters.append(S3BatchDeleter(settings, keys_per_second=keys_per_second).delete(s3_targets))
     for deleter in deleters:
@@ -137,20 +144,72 @@ def _task_log(message: str) -> None:
     log.info("delete task in process %d: %s", os.getpid(), message)
 
 
-def delete_local(targets: Iterable[Target]) -> Iterator[Outcome]:
-    """Remove local files, then the folders they leave empty (never the table root itself)."""
+def delete_local(targets: Iterable[Target], run_id: str) -> Iterator[Outcome]:
+    """Remove local files, then the folders they leave empty (never the table root itself). Each
+    is noted in the run's journal first: see :class:`DeleteJournal`."""
+    journals: dict[str, DeleteJournal] = {}
     for target in targets:
         local = uris.local_path(target.path)
+        journal = journals.get(target.table_root) or journals.setdefault(
+            target.table_root, DeleteJournal(target.table_root, run_id))
         try:
-            os.remove(local)
-            yield Outcome(target, AuditAction.DELETED, None, _now_ms())
-        except FileNotFoundError:
-            yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
+            if os.path.lexists(local):  # noted only once found: a note says the file was there
+                journal.note(target.path)
+                os.remove(local)
+                yield Outcome(target, AuditAction.DELETED, None, _now_ms())
+            else:
+                yield Outcome(target, journal.gone(target.path), None, _now_ms())
+                continue
+        except FileNotFoundError:  # gone since we looked
+            yield Outcome(target, journal.gone(target.path), None, _now_ms())
             continue
         except OSError as exc:
             yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
             continue
         _prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
+
+
+class DeleteJournal:
+    """The local files one run set out to delete from one table, noted by each task attempt
+    before it removes them: ``<table root>/_vacuum_journal/<run id>/<attempt>.txt``, one line each.
+
+    A retried or speculative attempt that finds a file gone reads the other attempts' notes: a
+    file one of them noted was deleted by this run. The driver removes the run's folder once the
+    outcomes are kept; a run killed before that leaves it behind (hidden: no vacuum deletes it),
+    safe to remove by hand."""
+
+    FOLDER = "_vacuum_journal"
+
+    def __init__(self, table_root: str, run_id: str):
+        self.folder = os.path.join(uris.local_path(table_root), self.FOLDER, run_id)
+        self.own = f"{uuid.uuid4().hex}.txt"
+        self._others: set[str] = set()
+
+    def note(self, path: str) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        with open(os.path.join(self.folder, self.own), "a", encoding="utf-8") as notes:
+            notes.write(path + "\n")
+
+    def gone(self, path: str) -> AuditAction:
+        """What a file this attempt finds gone was: deleted by another attempt of the run, if one
+        noted it (read again on a miss: a twin attempt may be deleting right now), else already absent."""
+        if path not in self._others:
+            self._others = set()
+            for name in (os.listdir(self.folder) if os.path.isdir(self.folder) else ()):
+                if name != self.own:
+                    with open(os.path.join(self.folder, name), encoding="utf-8") as notes:
+                        self._others.update(notes.read().splitlines())
+        return AuditAction.DELETED if path in self._others else AuditAction.ALREADY_ABSENT
+
+    @classmethod
+    def remove(cls, storage: Storage, table_roots: Iterable[str], run_id: str) -> None:
+        """Drop the run's notes (and the journal folder, once empty) of local ``table_roots``."""
+        for root in table_roots:
+            if uris.scheme_of(root) == "file":
+                journal = uris.join(root, cls.FOLDER)
+                storage.delete(uris.join(journal, run_id), recursive=True)
+                if storage.exists(journal) and not storage.list(journal):
+                    storage.delete(journal, recursive=True)
 
 
 def _prune_empty_folders(folder: str, stop_at: str) -> None:

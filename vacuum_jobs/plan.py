@@ -33,6 +33,7 @@ MISSING_SAMPLE = 100  # live files missing from storage listed per table in the 
 class TablePlan:
     counts: TableCounts = field(default_factory=TableCounts)
     missing: list[str] = field(default_factory=list)  # sample of live files absent from the inventory
+    referenced_by: dict[str, int] = field(default_factory=dict)  # files kept because another table needs them
     old_live_files: int = 0  # live files written before the inventory was taken
 
     @property
@@ -58,6 +59,7 @@ class Plan:
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
     inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False, log_rows: int = 0,
+    references: DataFrame | None = None,
 ) -> Plan:
     """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
 
@@ -70,13 +72,15 @@ def plan_tables(
     whose log names a file we cannot resolve lands in ``refused``. With ``cache`` the
     classified paths are kept for the deletes that follow; a dry run needs nothing cached.
     ``log_rows``, the log rows ``files`` came from (``Replay.rows``), sizes the per-path
-    aggregation's tasks.
+    aggregation's tasks. ``references`` (shapes.REFERENCES, see deltalog.references) are files
+    other tables need: such a file is ``referenced``, never a candidate.
     """
     INVENTORY_ROWS.check(inventory)
     FILE_ACTIONS.check(files)
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
+    roots = sorted({p.table_root for p in policies} | set(other_roots))
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
-                         [p.table_root for p in policies] + list(other_roots), inventory_as_of_ms, log_rows)
+                         roots, inventory_as_of_ms, log_rows, references)
     classified = per_path.join(F.broadcast(tables), "table_id").select(
         "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
             F.col("relative")).alias("path"),
@@ -84,7 +88,7 @@ def plan_tables(
     ).drop("hidden_rule", "cutoff_ms", "inside", "relative")
     if cache:
         classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
-    plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms)
+    plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms, roots)
     refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
@@ -93,7 +97,7 @@ def plan_tables(
 
 
 def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int,
-              log_rows: int) -> DataFrame:
+              log_rows: int, references: DataFrame | None) -> DataFrame:
     """One row per (table, path) that the inventory lists under a planned table or its log names:
     the log's facts about it, and the inventory's newest row of it (``present`` when that row is
     a current object). Two inventory configurations listing one object give one row.
@@ -102,7 +106,10 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     table root known. Rows are keyed by ``table_id``, ``inside`` (a shallow clone's files lie
     outside its root) and ``relative`` (the path below the root, or the whole path outside it),
     which keeps the shuffle narrow. The inventory's rows under the tables are not counted before
-    this scan; they are about as many as the log's (``log_rows``), a table's files being in both."""
+    this scan; they are about as many as the log's (``log_rows``), a table's files being in both.
+    ``referenced_by`` is the index in ``roots`` of a table that needs the file from another table's
+    folder (the least of them; -1 for a table not among ``roots``): a number, since Spark hashes
+    only fixed-width aggregate buffers (a string one makes it sort every row)."""
     inside = F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
     relative = F.when(F.col("inside"), F.expr("substring(path, length(table_root) + 2)")).otherwise(F.col("path"))
     live = F.col("kind") == "add"
@@ -131,8 +138,17 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
         "length", "isDir", "modificationTime", "current", "newest")
     key = ["table_id", "inside", "relative"]
-    rows = by_key(logged.unionByName(listed, allowMissingColumns=True), key, 2 * log_rows)
+    rows = logged.unionByName(listed, allowMissingColumns=True)
+    referenced = [F.lit(None).cast("int").alias("referenced_by")]
+    if references is not None:
+        ids = F.broadcast(tables.sparkSession.createDataFrame(list(enumerate(roots)), "id int, referenced_by string"))
+        rows = rows.unionByName(references.join(tables, "table_root").join(ids, "referenced_by", "left").select(
+            "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
+            F.coalesce(F.col("id"), F.lit(-1)).alias("referencing")), allowMissingColumns=True)
+        referenced = [F.min("referencing").alias("referenced_by")]
+    rows = by_key(rows, key, 2 * log_rows)
     return rows.groupBy(*key).agg(
+        *referenced,
         F.max("keep_live").alias("live"), F.max("log_live").alias("log_live"),
         F.max("log_tombstone").alias("log_tombstone"), F.max("log_size").alias("log_size"),
         F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),
@@ -142,10 +158,10 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     )
 
 
-def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: int
+def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: int, roots: list[str]
                   ) -> tuple[dict[TableRoot, TablePlan], list[TableRoot]]:
-    """Every count of the report, per table, in one aggregation; and the tables whose log names a
-    file we cannot resolve (their plans are dropped)."""
+    """Every count of the report, per table, in one aggregation (with the tables that need its
+    files); and the tables whose log names a file we cannot resolve (their plans are dropped)."""
     def files_and_bytes(name: str, condition: Column, size: str) -> list[Column]:
         return [F.count(F.when(condition, 1)).alias(f"{name}_files"),
                 F.coalesce(F.sum(F.when(condition, F.col(size))), F.lit(0)).alias(f"{name}_bytes")]
@@ -159,18 +175,32 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         F.count(F.when(F.col("log_old_live") & ~F.col("present"), 1)).alias("missing_files"),
         F.sum("problems").alias("problems"),
     ]
+    # Grouped by the table that needs a referenced row too (null for every other row): the few
+    # groups per table add up to its counts, and say which tables need its files, in the same job.
+    referencing = F.when(F.col("category") == Category.REFERENCED.value, F.col("referenced_by"))
+    with small_shuffles(classified.sparkSession, len(policies)):
+        groups = classified.groupBy("table_root", referencing.alias("referencing")).agg(*counts).collect()
+    totals: dict[str, dict[str, int]] = {}
+    referenced_by: dict[str, dict[str, int]] = {}
+    for row in groups:
+        added = totals.setdefault(row["table_root"], {})
+        for name, value in row.asDict().items():
+            if name not in ("table_root", "referencing"):
+                added[name] = added.get(name, 0) + (value or 0)
+        if row["referencing"] is not None:
+            name = roots[row["referencing"]] if row["referencing"] >= 0 else "a Delta table the run does not know"
+            referenced_by.setdefault(row["table_root"], {})[name] = row["referenced_files"]
     plans = {p.table_root: TablePlan() for p in policies}
     unresolved = []
-    with small_shuffles(classified.sparkSession, len(policies)):
-        per_table = classified.groupBy("table_root").agg(*counts).collect()
-    for row in per_table:
-        if row["problems"]:
-            unresolved.append(row["table_root"])
-            del plans[row["table_root"]]
+    for root, added in totals.items():
+        if added["problems"]:
+            unresolved.append(TableRoot(root))
+            del plans[TableRoot(root)]
             continue
-        plan = plans[row["table_root"]]
-        plan.old_live_files = row["old_live"]
-        plan.counts = TableCounts(**{name: row[name] for name in row.asDict() if name.endswith(("_files", "_bytes"))})
+        plan = plans[TableRoot(root)]
+        plan.old_live_files = added["old_live"]
+        plan.counts = TableCounts(**{name: added[name] for name in added if name.endswith(("_files", "_bytes"))})
+        plan.referenced_by = referenced_by.get(root, {})
     return plans, unresolved
 
 

@@ -40,6 +40,8 @@ class TableCounts:
     hidden_bytes: int = 0
     kept_files: int = 0  # inventory rows the log still needs (live files, kept tombstones)
     kept_bytes: int = 0
+    referenced_files: int = 0  # inventory rows another table's log needs (a shallow clone's): kept
+    referenced_bytes: int = 0
     dir_files: int = 0  # folder markers the inventory lists
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
@@ -62,6 +64,7 @@ class TableReport:
     counts: TableCounts = field(default_factory=TableCounts)
     missing: list[str] = field(default_factory=list)  # sample of live files absent from storage
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
+    referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
 
 
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
@@ -75,6 +78,9 @@ class RunReport:
     inventory_date: str | None
     dry_run: bool
     tables: list[TableReport] = field(default_factory=list)
+    # Delta tables of the lake, outside the run, whose logs could not be read: the files they
+    # need from the run's tables are not known, so not protected. Makes the run exit 1.
+    references_unknown: dict[str, str] = field(default_factory=dict)
     elapsed_seconds: float = 0.0
     # Per planned file: table_root, path, length, modificationTime, action (AuditAction), error,
     # at_ms. Deletes ran once already; reading it again never deletes. None when nothing was planned.
@@ -82,7 +88,8 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return not any(t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
+        return not self.references_unknown and not any(
+            t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
     def totals(self) -> dict:
         """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table
@@ -125,6 +132,10 @@ class RunReport:
             )
             if r.reason:
                 lines.append(f"          reason: {r.reason}")
+            for other, files in sorted(r.referenced_by.items()):
+                lines.append(f"          kept {files:,} file(s) that {other} needs")
+        for table, why in sorted(self.references_unknown.items()):
+            lines.append(f"warning: cannot tell which files {table} needs from other tables: {why}")
         lines.append(
             f"total: {t['candidate_files']:,} candidate file(s), {t['deleted_files']:,} deleted "
             f"({human_bytes(t['deleted_bytes'])}), {t['already_absent_files']:,} already absent, "

@@ -96,8 +96,9 @@ def is_plain(log_path: Column, table_root: Column | None = None) -> Column:
 
 
 def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) -> DataFrame:
-    """Spark twin of :func:`resolve`: ``frame`` plus ``out`` (the canonical URI, null when
-    unresolvable or when ``log_path`` is null) and ``out_problem`` (why, or null).
+    """Spark twin of :func:`resolve`: ``frame`` plus ``out_problem`` (why the path cannot be
+    trusted, or null) and ``out``: the canonical URI it names, null when ``log_path`` is null or
+    names no file with certainty (a path in another scheme or authority names one, with a problem).
 
     Built in steps, each reading the columns of the one before, so that no expression is
     spelled out more than once in the plan; column expressions only, no Python on the row path.
@@ -130,7 +131,11 @@ def with_resolved(frame: DataFrame, table_root: str, log_path: str, out: str) ->
         .when(c["folded"].contains(_ABOVE_ROOT), F.lit("'..' climbs above the filesystem root"))
     )
     frame = frame.withColumn(f"{out}_problem", F.when(problem.isNotNull(), F.concat(F.lit("'"), raw, F.lit("': "), problem)))
-    frame = frame.withColumn(out, F.when(F.col(f"{out}_problem").isNull(), F.concat(c["root_prefix"], c["folded"])))
+    # Another scheme or authority still names a file, literally: the table is refused, but the file
+    # it names stays protected from the table that owns it (deltalog.references).
+    certain = ~malformed & ~raw.rlike(_AMBIGUOUS) & ~c["folded"].contains(_ABOVE_ROOT)
+    frame = frame.withColumn(out, F.when(certain, F.concat(
+        F.when(has_scheme, c["own_prefix"]).otherwise(c["root_prefix"]), c["folded"])))
     return frame.drop(*t.values())
 
 

@@ -24,6 +24,7 @@ class Category(StrEnum):
 
     DIR = "dir"  # a folder marker
     KEPT = "kept"  # the log needs it: a live file or a tombstone within the retention
+    REFERENCED = "referenced"  # another table's log needs it (a shallow clone's source file): kept
     HIDDEN = "hidden"  # a hidden path (``_delta_log/``, ``_x``, ``.x``): never a vacuum's business
     TOO_RECENT = "too_recent"  # modified at or after the cutoff (maybe a commit in flight)
     CANDIDATE = "candidate"  # vacuum deletes it
@@ -68,11 +69,13 @@ def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
 
 
 def category(relative: Column, patterns: list[str]) -> Column:
-    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``modificationTime``
-    and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its path below the table root."""
+    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``referenced_by``,
+    ``modificationTime`` and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its
+    path below the table root."""
     return (
         F.when(F.col("isDir"), Category.DIR.value)
         .when(F.col("live").isNotNull(), Category.KEPT.value)
+        .when(F.col("referenced_by").isNotNull(), Category.REFERENCED.value)
         .when(hidden(relative, F.col("hidden_rule"), patterns), Category.HIDDEN.value)
         .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")),
               Category.TOO_RECENT.value)
@@ -80,9 +83,16 @@ def category(relative: Column, patterns: list[str]) -> Column:
     )
 
 
-def classify(owned: DataFrame, files: DataFrame, patterns: list[str]) -> DataFrame:
+def classify(owned: DataFrame, files: DataFrame, patterns: list[str], references: DataFrame | None = None
+             ) -> DataFrame:
     """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
-    ``category`` and ``live``; ``files`` are reconciled log actions with ``cutoff_ms``."""
+    ``category``, ``live`` and ``referenced_by``; ``files`` are reconciled log actions with
+    ``cutoff_ms``, ``references`` what other tables need (deltalog.references)."""
     relative = F.expr("substring(path, length(table_root) + 2)")
-    return owned.join(keep_set(files), ["table_root", "path"], "left").withColumn(
-        "category", category(relative, patterns))
+    key = ["table_root", "path"]
+    owned = owned.join(keep_set(files), key, "left")
+    if references is None:
+        owned = owned.withColumn("referenced_by", F.lit(None).cast("string"))
+    else:
+        owned = owned.join(references.groupBy(*key).agg(F.min("referenced_by").alias("referenced_by")), key, "left")
+    return owned.withColumn("category", category(relative, patterns))

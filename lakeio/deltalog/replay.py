@@ -103,6 +103,9 @@ class Replay:
     versions: dict[TableRoot, int] = field(default_factory=dict)  # the newest version listed
     kept: DataFrame | None = None  # the parsed JSON commits ``files`` reads, when asked to keep them
     rows: int = 0  # log rows ``files`` was reconciled from: what sizes the tasks that use it
+    # The part of ``files`` that needed the full path resolution, read from the few log files that
+    # hold such actions: the only actions that can name a file outside the table. None when none do.
+    rare_files: DataFrame | None = None
 
     def release(self) -> None:
         """Drop the kept commits; ``files`` still answers, parsing them again."""
@@ -158,12 +161,16 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if s.root not in failures]
     commits = kept[0] if kept else None
-    files = _file_actions(spark, catalog, commits) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
+    rare = _rare_actions(spark, catalog, commits)
+    files = _file_actions(spark, catalog, commits, rare) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
     if check_paths:
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
-        files = without_tables(files, list(failures)) if failures else files
-    return Replay(_table_states(catalog, segments), failures, files, versions, commits, sum(f.rows for f in catalog))
+        if failures:
+            files = without_tables(files, list(failures))
+            rare = without_tables(rare, list(failures)) if rare is not None else None
+    return Replay(_table_states(catalog, segments), failures, files, versions, commits, sum(f.rows for f in catalog),
+                  rare)
 
 
 @dataclass
@@ -379,7 +386,8 @@ def _in_version(problem: Column) -> Column:
     return F.when(problem.isNotNull(), F.concat(F.lit("version "), F.col("version").cast("string"), F.lit(": "), problem))
 
 
-def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | None = None) -> DataFrame:
+def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | None,
+                  rare: DataFrame | None) -> DataFrame:
     """The winning add/remove per (table, path, deletion vector), with canonical file URIs
     (``path``, and ``dv_path`` for a deletion vector stored in a file) and ``problem``: why
     a file it names cannot be resolved, or null.
@@ -388,7 +396,7 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFra
     by id): those take a branch Spark compiles whole, decoding ids only when the summary saw
     one. The rest go through the full resolution, read only from the files the summary found
     them in (all actions of one key share its path, so each key is reconciled whole in its
-    branch); with none, that branch is not built at all."""
+    branch: ``rare``, see :func:`_rare_actions`); with none, that branch is not built at all."""
     columns = FILE_ACTIONS.columns
     plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
     simple = _winners(_actions(spark, catalog, commits), sum(f.rows for f in catalog)).where(plain).select(
@@ -398,11 +406,18 @@ def _file_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFra
     else:
         simple = simple.select("*", F.lit(None).cast("string").alias("dv_path"), F.lit(None).cast("string").alias("problem"))
     simple = simple.select(columns)
+    return simple if rare is None else simple.unionByName(rare)
+
+
+def _rare_actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | None) -> DataFrame | None:
+    """The winning actions whose paths are not plain, resolved in full, read only from the log
+    files the summary found them in; None when there are none."""
     rare = [f for f in catalog if f.needs_resolution]
     if not rare:
-        return simple
-    rare_rows = sum(f.rows for f in rare)
-    return simple.unionByName(_resolved(_winners(_actions(spark, rare, commits), rare_rows).where(~plain)).select(columns))
+        return None
+    plain = _plain(F.col("raw_path"), F.col("dv_storage_type"), F.col("table_root"))
+    winners = _winners(_actions(spark, rare, commits), sum(f.rows for f in rare)).where(~plain)
+    return _resolved(winners).select(FILE_ACTIONS.columns)
 
 
 def _winners(actions: DataFrame, rows: int) -> DataFrame:
