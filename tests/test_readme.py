@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,6 +43,19 @@ def test_the_readme_python_example_runs(spark, tmp_path):
     assert {t.status for t in done.tables} == {"vacuumed"} and sum(t.counts.deleted_files for t in done.tables) > 0
     assert lake.row_counts() == rows_before
     assert names["charges"].balanced and names["evidence"].tables
+
+
+@pytest.mark.slow
+def test_the_readme_quick_test_command_collects_every_test():
+    """README's `.venv/bin/pytest -m "not slow"`, as written (the venv's own pytest script, no
+    PYTHONPATH): every test module imports. Collected only: running them is the suite's job."""
+    command = re.search(r'`\.venv/bin/(pytest -m "not slow")`', README.read_text()).group(1)
+    pytest_script = Path(sys.executable).with_name("pytest")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(pytest_script), *shlex.split(command)[1:], "--collect-only", "-q"],
+                          cwd=README.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "ERROR collecting" not in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    assert re.search(r"\d+(/\d+)? tests? collected", done.stdout), done.stdout[-500:]
 
 
 def test_the_python_api_never_vacuums_the_whole_lake_by_omission(spark, tmp_path):

@@ -293,6 +293,15 @@ def test_tables_file_overrides_and_discovery(spark, tmp_path):
     found = vacuum(spark, inventory, Discover(include=("*/db/*",), exclude=("*scratch*",)))
     assert sorted(by_table(found)) == ["a", "b", "c"]
 
+    # A typo in a daily schedule must not vacuum nothing, forever, with exit 0.
+    with pytest.raises(RunRefused, match=r"--include '\*/bd/\*' matches none of the 4 Delta table\(s\)") as typo:
+        vacuum(spark, inventory, Discover(include=("*/bd/*",)))
+    assert f"file://{bucket / 'db' / 'a'}" in str(typo.value)
+    assert main(["--inventory-table", inventory, "--discover", "--include", "db/*", "--dry-run"]) == 1
+    spec.write_text("[]\n")
+    with pytest.raises(RunRefused, match="the list of tables to vacuum is empty"):
+        vacuum(spark, inventory, from_file(str(spec)))
+
 
 def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
     # The broken table lies outside the inventory's view: inside it, its unknown references would

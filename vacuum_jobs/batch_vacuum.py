@@ -113,6 +113,9 @@ class BatchVacuum:
         run.inventory_date = inventory.day.isoformat()
         all_roots = delta_roots(current_objects(inventory.rows))
         targets = discover.targets(all_roots) if discover else explicit or []
+        if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
+            run.elapsed_seconds = time.monotonic() - started
+            raise RunRefused(_nothing_to_vacuum(discover, all_roots), run)
         reports = {t.root: TableReport(t.uri) for t in targets}
         run.tables = list(reports.values())
         runnable = self._skip_disabled(targets, reports)
@@ -384,6 +387,19 @@ def _with_versions(candidates: DataFrame, all_versions: DataFrame) -> DataFrame:
         .groupBy("path").agg(F.sort_array(F.collect_set("version_id")).alias("version_ids"))
     )
     return candidates.join(versions, "path", "left")
+
+
+def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot]) -> str:
+    """Why a run has no table: the patterns that matched nothing, and a few roots the inventory holds."""
+    if discover is None:
+        return "the list of tables to vacuum is empty"
+    if not roots:
+        return "the inventory shows no Delta table (no key with a _delta_log/ segment)"
+    patterns = ", ".join(f"--include {g!r}" for g in discover.include) or "no --include"
+    excluded = ", ".join(f"--exclude {g!r}" for g in discover.exclude)
+    shown = ", ".join(roots[:5]) + (f" and {len(roots) - 5} more" if len(roots) > 5 else "")
+    return (f"{patterns}{' with ' + excluded if excluded else ''} matches none of the {len(roots)} Delta table(s) "
+            f"the inventory shows: {shown} (patterns match whole table URIs: start them with * or the scheme)")
 
 
 def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> TableRoot | None:
