@@ -352,30 +352,29 @@ class ErasureEvidence:
             in_log[row["path"]].append(row)
         listed = {r["path"] for r in inventory.select(uris.canonical_col(F.col("path")).alias("path"))
                   .join(F.broadcast(asked), "path").collect()}
-        versions = self._versions(asked, snapshot)
+        versions = self._versions(sorted({q.path for q in questions if q.path.startswith("s3://")}), snapshot)
         return [self._answer(q, tables.get(q.table) if q.table else None, trail[q.path], in_log[q.path], q.path in listed,
                              snapshot.day, now_ms, versions.get(q.path)) for q in questions]
 
-    def _versions(self, asked: DataFrame, snapshot: InventorySnapshot) -> dict[str, _Versions]:
-        """What the newest inventory lists of each asked S3 key in a versioned bucket (one that lists
-        version ids): its versions and delete markers, and whether an all-versions configuration
-        lists the bucket. Other stores keep no versions this job can see."""
-        s3 = asked.where(F.col("path").startswith("s3://")).select(
-            "path", F.split(F.col("path"), "/").getItem(2).alias("bucket"))
-        buckets = [r["bucket"] for r in s3.select("bucket").distinct().collect()]
-        if not buckets:
+    def _versions(self, paths: list[str], snapshot: InventorySnapshot) -> dict[str, _Versions]:
+        """What the newest inventory lists of each asked S3 key (``paths``) in a versioned bucket (one
+        that lists version ids): its versions and delete markers, and whether an all-versions
+        configuration lists the bucket. Other stores keep no versions this job can see."""
+        bucket_of = {path: path.split("/")[2] for path in paths}
+        if not paths:
             return {}
-        rows = snapshot.rows.where(F.col("bucket").isin(buckets))
+        rows = snapshot.rows.where(F.col("bucket").isin(sorted(set(bucket_of.values()))))
         kinds = {r["bucket"]: r for r in rows.groupBy("bucket").agg(
             F.max(F.col("version_id").isNotNull()).alias("versioned"),
             F.max(F.col("is_latest").isNotNull()).alias("all_versions")).collect()}
+        asked = self.spark.createDataFrame([(path,) for path in paths], "path string")
         listed: dict[str, list] = defaultdict(list)
         for row in rows.where(F.col("version_id").isNotNull()).select(
                 uris.canonical_col(F.col("path")).alias("path"), "version_id", "length", "modificationTime",
-                "is_latest", "is_delete_marker").join(F.broadcast(s3.select("path")), "path").collect():
+                "is_latest", "is_delete_marker").join(F.broadcast(asked), "path").collect():
             listed[row["path"]].append(row)
-        return {r["path"]: _Versions(kinds[r["bucket"]]["all_versions"], tuple(listed[r["path"]]))
-                for r in s3.collect() if r["bucket"] in kinds and kinds[r["bucket"]]["versioned"]}
+        return {path: _Versions(kinds[bucket]["all_versions"], tuple(listed[path]))
+                for path, bucket in bucket_of.items() if bucket in kinds and kinds[bucket]["versioned"]}
 
     @staticmethod
     def _answer(q: _Question, table: TableErasure | None, trail: list, log_rows: list, listed: bool,

@@ -150,22 +150,21 @@ def delete_local(targets: Iterable[Target], run_id: str) -> Iterator[Outcome]:
     journals: dict[str, DeleteJournal] = {}
     for target in targets:
         local = uris.local_path(target.path)
-        journal = journals.get(target.table_root) or journals.setdefault(
-            target.table_root, DeleteJournal(target.table_root, run_id))
+        if target.table_root not in journals:
+            journals[target.table_root] = DeleteJournal(target.table_root, run_id)
+        journal = journals[target.table_root]
         try:
-            if os.path.lexists(local):  # noted only once found: a note says the file was there
-                journal.note(target.path)
-                os.remove(local)
-                yield Outcome(target, AuditAction.DELETED, None, _now_ms())
-            else:
-                yield Outcome(target, journal.gone(target.path), None, _now_ms())
-                continue
-        except FileNotFoundError:  # gone since we looked
+            if not os.path.lexists(local):  # noted only once found: a note says the file was there
+                raise FileNotFoundError(local)
+            journal.note(target.path)
+            os.remove(local)
+        except FileNotFoundError:
             yield Outcome(target, journal.gone(target.path), None, _now_ms())
             continue
         except OSError as exc:
             yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
             continue
+        yield Outcome(target, AuditAction.DELETED, None, _now_ms())
         _prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
 
 
