@@ -1,4 +1,5 @@
-"""The daily run as data: ingest the inventory, plan a dry run, then vacuum (once deletes are on).
+"""The daily run as data: ingest the inventory, plan a dry run, then vacuum (once deletes are on),
+then purge what vacuum runs hid longer ago than the undo window (when one is set).
 
 The Airflow DAG (``airflow/lake_housekeeping_dag.py``) and the EMR steps
 (``python -m infra.daily emr-steps``) are both built from :func:`daily_steps`, so they
@@ -40,6 +41,7 @@ class DailySettings:
     tables_file: str | None = None  # per-table retain_hours / enabled / dry_run; default: --discover
     include: tuple[str, ...] = ()  # with discovery: table roots matching these globs
     deletes_enabled: bool = False  # safe rollout: dry runs only until an operator turns this on
+    undo_window_days: float | None = None  # versioned buckets or a trash: purge deletes older than this
     spark_submit: tuple[str, ...] = ("spark-submit",)  # the command and its cluster options
 
 
@@ -67,6 +69,9 @@ def load_settings(path: str) -> DailySettings:
         raise SettingsError(f"{path}: missing setting(s) {sorted(missing)}")
     if not isinstance(doc.get("deletes_enabled", False), bool):
         raise SettingsError(f"{path}: deletes_enabled must be true or false")
+    window = doc.get("undo_window_days")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, float)) or window < 0):
+        raise SettingsError(f"{path}: undo_window_days must be a number of days >= 0")
     for name in ("include", "spark_submit"):
         if name in doc:
             if not isinstance(doc[name], list) or not all(isinstance(item, str) for item in doc[name]):
@@ -97,6 +102,10 @@ def daily_steps(settings: DailySettings, day: str) -> list[Step]:
     if settings.deletes_enabled:
         steps.append(Step("vacuum", submit("vacuum_jobs", *vacuum, "--report", f"{reports}/{day}/vacuum.json"),
                           True))
+        if settings.undo_window_days is not None:
+            steps.append(Step("purge", submit("vacuum_jobs", "purge", "--audit-table", settings.audit_table,
+                                              "--older-than-days", f"{settings.undo_window_days:g}", "--apply",
+                                              "--report", f"{reports}/{day}/purge.json"), True))
     return steps
 
 

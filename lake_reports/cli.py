@@ -17,7 +17,7 @@ from lake_reports import html_report
 from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
-from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, setup_logging, write_text
+from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, report_out, setup_logging
 from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
@@ -115,7 +115,4 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ErasureError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(report.summary())
-    if args.report:
-        write_text(spark, args.report, report.to_json() + "\n")
-    return 0 if report.ok else 1
+    return report_out(spark, report, args.report)

@@ -6,9 +6,12 @@ every run (``action`` ``table_<status>``) and every planned file; with the table
 and the newest inventory that answers, per file:
 
 - ``erased``: a run deleted it (when, which run), and no version of it remains: the store
-  keeps no versions, or an all-versions inventory taken after the delete lists none;
-- ``soft_deleted``: a run deleted it from a versioned S3 bucket, but noncurrent versions
-  still hold its bytes (the delete only added a delete marker): restorable, not erased;
+  keeps no versions, a purge run erased the version the delete hid (when, which purge run),
+  or an all-versions inventory taken after the delete lists none;
+- ``soft_deleted``: a run deleted it from a versioned S3 bucket, but a noncurrent version
+  still holds its bytes (the delete only added a delete marker): restorable until the undo
+  window of the purge runs ends, erased by the purge due then; not erased yet;
+- ``restored``: a run deleted it, and a restore run brought it back (when, which run);
 - ``erasure_unconfirmed``: a run deleted it from a versioned S3 bucket, and no
   all-versions inventory taken since says whether a version of it remains;
 - ``absent_when_vacuumed``: a run found it already gone (when, which run);
@@ -22,7 +25,10 @@ and the newest inventory that answers, per file:
 - ``not_vacuumed_since``: deletable, but no deleting run has reached it yet.
 
 Per table, the worst case from a delete to erasure is the retention, plus the time since
-the last run that deleted (its cadence), plus that run's inventory lag.
+the last run that deleted (its cadence), plus that run's inventory lag; where deletes only add
+delete markers (versioned S3 buckets), plus the purge runs' undo window and the time since the
+last of them. Such a table without any purge run is over the deadline: its bytes stay until a
+purge, or a lifecycle rule this report cannot see, removes them.
 """
 
 from __future__ import annotations
@@ -47,8 +53,8 @@ from inventory_etl.contract import (
     one_row_per_object,
 )
 from lakeio import uris
-from lakeio.audit import DELETING_RUNS, AuditAction
-from lakeio.delta_read import TableNotFound, read_delta
+from lakeio.audit import DELETING_RUNS, AuditAction, read_audit
+from lakeio.delta_read import TableNotFound
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
@@ -94,6 +100,10 @@ class TableErasure:
     inventory_lag_hours: float | None = None
     worst_case_days: float | None = None  # None: no run has deleted anything in this table
     over_deadline: bool = True
+    soft_deletes: bool = False  # its deletes can be undone (delete markers, a trash): a purge erases them
+    undo_window_days: float | None = None  # of the newest purge run: deletes stay restorable this long
+    last_purge_run: str | None = None
+    last_purge_run_at: str | None = None
     files_with_deletion_vectors: int = 0
     bytes_with_deletion_vectors: int = 0
     soft_deleted_rows: int = 0
@@ -166,17 +176,47 @@ class _Versions:
     rows: tuple  # the key's versions and delete markers (version_id, length, modificationTime, ...)
 
 
-def _deleted(answer, run_row, at: str, versions: _Versions | None, inventory_date: date) -> FileAnswer:
-    """A file a run deleted: erased, unless a versioned bucket may still hold its bytes."""
-    run_id = run_row["run_id"]
+# What a restore or purge run did to a vacuum run's delete: the file back, or its hidden version gone.
+_FINISHING = (AuditAction.RESTORED, AuditAction.PURGED, AuditAction.ALREADY_ABSENT)
+
+
+def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _Versions | None,
+             inventory_date: date) -> FileAnswer:
+    """A file a run deleted: erased, unless a versioned bucket may still hold its bytes.
+    ``finished``: the restore or purge row that acted on that delete, if any."""
+    run_id, at = run_row["run_id"], iso_utc(run_row["at_ms"])
     deleted = f"deleted at {at} by vacuum run {run_id}"
+    marker = run_row["delete_marker_id"]
+    trash = run_row["trash_path"]
+    kept = f"moved to the trash ({trash})" if trash else f"delete marker {marker}"
+    if finished is not None:
+        done_at, by = iso_utc(finished["at_ms"]), finished["run_id"]
+        if finished["action"] == AuditAction.RESTORED:
+            return answer("restored", f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
+                          "back", done_at, by)
+        if finished["action"] == AuditAction.PURGED:
+            what = "its copy in the trash" if trash else f"the version it hid ({finished['version_id']})"
+            return answer("erased", f"{deleted} ({kept}); erased at {done_at} by purge run {by}, which deleted {what}",
+                          done_at, by)
+        return answer("erased", f"{deleted} ({kept}); purge run {by} found nothing of it left at {done_at} (a "
+                      "lifecycle rule or another tool removed it)", done_at, by)
+    if trash is not None:
+        return _soft_deleted(answer, run_row, f"{deleted}: moved to the trash ({trash}), which keeps its bytes",
+                             table)
+    if marker is not None and not _none_left(versions, run_row, inventory_date):
+        hid = f"version {run_row['version_id']}" if run_row["version_id"] else "the version it hid"
+        held = _held(versions, run_row) if versions is not None else []
+        listed = (f" (the inventory of {inventory_date} lists {', '.join(sorted(r['version_id'] for r in held))}: "
+                  f"{human_bytes(sum(r['length'] or 0 for r in held))})" if held else "")
+        return _soft_deleted(answer, run_row, f"{deleted}, from a versioned bucket: delete marker {marker} hides "
+                             f"{hid}, which keeps its bytes{listed}", table)
     if versions is None:
         return answer("erased", deleted, at, run_id)
     if not versions.all_versions or inventory_date <= date.fromisoformat(at[:10]):
         return answer("erasure_unconfirmed", f"{deleted} from a versioned bucket: unless that run purged its versions "
                       "(--purge-versions), a delete marker hides it and a noncurrent version keeps its bytes; no "
                       "all-versions inventory taken since the delete says which", at, run_id)
-    held = [r for r in versions.rows if not r["is_delete_marker"] and (r["modificationTime"] or 0) < run_row["at_ms"]]
+    held = _held(versions, run_row)
     if not held:
         return answer("erased", f"{deleted}; the all-versions inventory of {inventory_date} lists no version of it",
                       at, run_id)
@@ -185,6 +225,32 @@ def _deleted(answer, run_row, at: str, versions: _Versions | None, inventory_dat
                   f"{', '.join(sorted(r['version_id'] for r in held))}) still hold its bytes in the inventory of "
                   f"{inventory_date}; restorable, not erased, until they are deleted for good (vacuum "
                   "--purge-versions, or a lifecycle rule expiring noncurrent versions)", at, run_id)
+
+
+def _soft_deleted(answer, run_row, hidden: str, table: TableErasure | None) -> FileAnswer:
+    """A delete that can be undone (a recorded delete marker, or a move to the trash): restorable
+    until the purge runs' undo window ends. ``hidden`` says where its bytes are."""
+    run_id = run_row["run_id"]
+    restore = f"python -m vacuum_jobs restore --run-id {run_id}"
+    if table is None or table.last_purge_run_at is None:
+        return answer("soft_deleted", f"{hidden}; restorable ({restore}), and no purge run has been recorded to "
+                      "erase it (python -m vacuum_jobs purge --older-than-days N, or a lifecycle rule expiring "
+                      "noncurrent versions)", None, run_id)
+    due = iso_utc(run_row["at_ms"] + int((table.undo_window_days or 0.0) * 24 * MS_PER_HOUR))
+    return answer("soft_deleted", f"{hidden}; restorable until {due} ({restore}), erased by the first purge run "
+                  f"after that (undo window {table.undo_window_days:g} day(s); last purge run {table.last_purge_run} "
+                  f"at {table.last_purge_run_at})", due, run_id)
+
+
+def _none_left(versions: _Versions | None, run_row, inventory_date: date) -> bool:
+    """An all-versions inventory taken after the delete lists no version of the key written before it."""
+    return (versions is not None and versions.all_versions
+            and inventory_date > date.fromisoformat(iso_utc(run_row["at_ms"])[:10]) and not _held(versions, run_row))
+
+
+def _held(versions: _Versions, run_row) -> list:
+    """The versions (not delete markers) the inventory lists of a key, written before the run deleted it."""
+    return [r for r in versions.rows if not r["is_delete_marker"] and (r["modificationTime"] or 0) < run_row["at_ms"]]
 
 
 @dataclass
@@ -234,7 +300,7 @@ class ErasureEvidence:
 
     def _read_audit(self) -> DataFrame:
         try:
-            return read_delta(self.spark, self.options.audit_table)
+            return read_audit(self.spark, self.options.audit_table)
         except TableNotFound:
             raise ErasureError(f"{self.options.audit_table}: no audit table there (run vacuum_jobs with "
                                "--audit-table first)") from None
@@ -315,6 +381,7 @@ class ErasureEvidence:
                 table.retention_hours = run["retention_hours"]
             if run["inventory_date"] is not None:
                 table.inventory_lag_hours = (run_ms - midnight_utc_ms(run["inventory_date"])) / MS_PER_HOUR
+        purge_at_ms = self._purges(tables, audit, roots)
         deadline_hours = self.options.deadline_days * 24
         for table in tables.values():
             if table.last_deleting_run_at is None or table.retention_hours is None:
@@ -324,6 +391,13 @@ class ErasureEvidence:
                 continue
             since_run = (now_ms - run_at_ms[table.table]) / MS_PER_HOUR
             worst = table.retention_hours + since_run + (table.inventory_lag_hours or 0.0)
+            if table.soft_deletes and table.table in purge_at_ms:
+                worst += (table.undo_window_days or 0.0) * 24 + (now_ms - purge_at_ms[table.table]) / MS_PER_HOUR
+            elif table.soft_deletes and table.problem is None:
+                table.problem = ("its deletes can be undone (delete markers on a versioned bucket, or a trash "
+                                 "folder), and no purge run has erased what they keep: erasure is not bounded unless "
+                                 "a lifecycle rule expires noncurrent versions (python -m vacuum_jobs purge "
+                                 "--older-than-days N)")
             table.worst_case_days = worst / 24
             table.over_deadline = worst > deadline_hours or table.problem is not None
         for row in replay.files.where((F.col("kind") == "add") & F.col("dv_storage_type").isNotNull()).groupBy(
@@ -335,6 +409,30 @@ class ErasureEvidence:
             table.soft_deleted_rows = row["rows"] or 0
         return tables
 
+    def _purges(self, tables: dict[str, TableErasure], audit: DataFrame, roots: list[str]) -> dict[str, int]:
+        """Which tables' deletes can be undone (delete markers, a trash), and the newest purge run of each (of the
+        lake, where none of its own recorded a row): its undo window and when it ran."""
+        for row in of_tables(audit.where((F.col("action") == AuditAction.DELETED.value)
+                                         & F.coalesce("delete_marker_id", "trash_path").isNotNull())
+                             .select("table_root").distinct(),
+                             roots).collect():
+            tables[row["table_root"]].soft_deletes = True
+        runs = audit.where(F.col("path").isNull() & (F.col("action") == AuditAction.TABLE_PURGED.value)).select(
+            "table_root", "run_id", F.unix_millis("timestamp").alias("at_ms"), "retention_hours")
+        newest: dict[str, Any] = {}
+        for row in runs.groupBy("table_root").agg(F.max_by(F.struct("run_id", "at_ms", "retention_hours"),
+                                                           "at_ms").alias("run")).collect():
+            newest[row["table_root"]] = row["run"]
+        lake = max(newest.values(), key=lambda run: run["at_ms"], default=None)
+        at_ms = {}
+        for table in tables.values():
+            run = newest.get(table.table, lake)
+            if table.soft_deletes and run is not None:
+                table.last_purge_run, table.last_purge_run_at = run["run_id"], iso_utc(run["at_ms"])
+                table.undo_window_days = (run["retention_hours"] or 0.0) / 24
+                at_ms[table.table] = run["at_ms"]
+        return at_ms
+
     def _answers(self, questions: list[_Question], tables: dict[str, TableErasure], replay: Replay,
                  audit: DataFrame, inventory: DataFrame, snapshot: InventorySnapshot, now_ms: int
                  ) -> list[FileAnswer]:
@@ -343,9 +441,10 @@ class ErasureEvidence:
         self.progress(f"answering for {len(questions)} file(s)")
         asked = self.spark.createDataFrame(sorted({(q.path,) for q in questions}), "path string")
         trail: dict[str, list] = defaultdict(list)
-        for row in audit.where(F.col("path").isNotNull()).select(
-                uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", "error",
-                F.unix_millis("timestamp").alias("at_ms")).join(F.broadcast(asked), "path").orderBy("at_ms").collect():
+        rows = audit.where(F.col("path").isNotNull()).select(
+            uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", "error",
+            F.unix_millis("timestamp").alias("at_ms"), "version_id", "delete_marker_id", "trash_path", "source_run_id")
+        for row in rows.join(F.broadcast(asked), "path").orderBy("at_ms").collect():
             trail[row["path"]].append(row)
         in_log: dict[str, list] = defaultdict(list)
         for row in replay.files.join(F.broadcast(asked), "path").collect():
@@ -384,14 +483,17 @@ class ErasureEvidence:
 
         if q.table is None:
             return answer("not_in_a_table", "no known Delta table contains this path")
-        gone = [r for r in trail if r["action"] in (AuditAction.DELETED, AuditAction.ALREADY_ABSENT)]
-        if gone:
-            first = gone[0]
-            at = iso_utc(first["at_ms"])
-            if first["action"] == AuditAction.DELETED:
-                return _deleted(answer, first, at, versions, inventory_date)
-            return answer("absent_when_vacuumed", f"already gone when vacuum run {first['run_id']} reached it "
-                                                  f"at {at}", at, first["run_id"])
+        vacuumed = [r for r in trail if r["source_run_id"] is None]  # restores and purges name their vacuum run
+        deleted = [r for r in vacuumed if r["action"] == AuditAction.DELETED]
+        if deleted:
+            last = deleted[-1]
+            finished = [r for r in trail if r["source_run_id"] == last["run_id"] and r["action"] in _FINISHING]
+            return _deleted(answer, last, finished[-1] if finished else None, table, versions, inventory_date)
+        absent = [r for r in vacuumed if r["action"] == AuditAction.ALREADY_ABSENT]
+        if absent:
+            at = iso_utc(absent[0]["at_ms"])
+            return answer("absent_when_vacuumed", f"already gone when vacuum run {absent[0]['run_id']} reached it "
+                                                  f"at {at}", at, absent[0]["run_id"])
         live = [r for r in log_rows if r["kind"] == "add"]
         if live:
             if q.soft_deleted or any(r["dv_storage_type"] for r in live):

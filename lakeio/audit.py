@@ -1,17 +1,36 @@
 """The vacuum audit table's contract: job 2 appends to it, erasure evidence reads it.
 
 Each run appends one row per table (``path`` null, ``action`` ``table_<status>``, ``error``
-the reason) and one row per planned file: what happened to it, and when.
+the reason) and one row per planned file: what happened to it, and when. On a versioned S3
+bucket a file's row also names the version its delete hid (``version_id``) and the delete
+marker that hides it (``delete_marker_id``); with a trash folder, where the file went
+(``trash_path``): what ``restore`` undoes and ``purge`` erases. Their rows name the vacuum
+run whose delete they undo or finish (``source_run_id``).
+
+The last four columns came later (``LATER_COLUMNS``): a table written before them gains them
+(null in old rows) on its next append, and :func:`read_audit` reads them as null until then.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio.delta_read import read_delta
+from lakeio.delta_write import write_delta
+from lakeio.shapes import OUTCOMES
 from lakeio.text import StrEnum
 
 AUDIT_COLUMNS = (
     "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
-    "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date"
+    "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
+    "version_id string, delete_marker_id string, trash_path string, source_run_id string"
 )
+LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id")  # null in rows written before them
 
 
 class TableStatus(StrEnum):
@@ -40,6 +59,16 @@ class AuditAction(StrEnum):
     TABLE_SKIPPED = "table_skipped"
     TABLE_REFUSED = "table_refused"
     TABLE_FAILED = "table_failed"
+    # restore and purge (vacuum_jobs.undo): per file, then one row per table (``retention_hours``
+    # of a purge's table row is its undo window)
+    WOULD_RESTORE = "would_restore"  # a dry run's: the file is as the run left it
+    WOULD_PURGE = "would_purge"
+    RESTORED = "restored"  # back: the run's delete marker removed, or moved back from the trash
+    NOT_RESTORED = "not_restored"  # left alone: ``error`` says why (written again since, ...)
+    PURGED = "purged"  # what the delete kept (the hidden version, the trash copy) deleted for good
+    NOT_PURGED = "not_purged"  # left alone: ``error`` says why (current again, ...)
+    TABLE_RESTORED = "table_restored"
+    TABLE_PURGED = "table_purged"
 
     @classmethod
     def for_table(cls, status: TableStatus) -> AuditAction:
@@ -48,3 +77,48 @@ class AuditAction(StrEnum):
 
 # Runs that deleted files (dry runs do not): what bounds an erasure.
 DELETING_RUNS = (AuditAction.TABLE_VACUUMED, AuditAction.TABLE_FAILED)
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """One table's row of a run: how the run ended for it."""
+
+    table_root: str  # canonical
+    action: AuditAction
+    reason: str | None = None
+    version: int | None = None  # the table version planned from
+    retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
+
+
+def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: int, tables: Sequence[RunTable],
+               outcomes: DataFrame | None, inventory_date: date | None = None,
+               source_run_id: str | None = None) -> None:
+    """Append one run: a row per table (``path`` null) and a row per file of ``outcomes``
+    (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``: the vacuum
+    run a restore or purge acts on."""
+    started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
+    rows = spark.createDataFrame(
+        [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
+          t.retention_hours, started.date(), None, None, None, source_run_id) for t in tables], AUDIT_COLUMNS)
+    if outcomes is not None:
+        OUTCOMES.check(outcomes)
+        facts = spark.createDataFrame([(t.table_root, t.version, t.retention_hours) for t in tables],
+                                      "table_root string, table_version long, retention_hours double")
+        rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
+            F.lit(run_id).alias("run_id"), "table_root", "table_version", "path", "length",
+            "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
+            F.lit(inventory_date).cast("date").alias("inventory_date"), "retention_hours",
+            F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
+            F.lit(source_run_id).cast("string").alias("source_run_id"),
+        ))
+    write_delta(rows, audit_table, ["run_date"], [{"run_date": started.date().isoformat()}], mode="append")
+
+
+def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:
+    """Every audit row, with the later columns null where the table predates them. Raises
+    delta_read.TableNotFound when there is no table."""
+    rows = read_delta(spark, audit_table)
+    for name in LATER_COLUMNS:
+        if name not in rows.columns:
+            rows = rows.withColumn(name, F.lit(None).cast("string"))
+    return rows

@@ -72,6 +72,15 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         Storage(spark).write_bytes(path, text.encode("utf-8"))
 
 
+def report_out(spark: SparkSession, report, path: str | None) -> int:
+    """Print a run's summary and write its JSON report where asked (``report`` has ``summary()``,
+    ``to_json()`` and ``ok``); the exit status: 0 when it is ok, else 1."""
+    print(report.summary())
+    if path:
+        write_text(spark, path, report.to_json() + "\n")
+    return 0 if report.ok else 1
+
+
 def as_flag(exc: ValueError, prefix: str = "--") -> str:
     """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
     name, _, rest = str(exc).partition(" ")

@@ -61,9 +61,12 @@ INVENTORY_ROWS = Shape("inventory rows", _schema(
 CANDIDATES = Shape("candidates", _schema(
     "table_root string, path string, length long, modificationTime long"))
 
-# One row per planned file after the run: ``action`` is an AuditAction, ``at_ms`` when it happened.
+# One row per planned file after the run: ``action`` is an AuditAction, ``at_ms`` when it happened;
+# how to undo a delete: on a versioned S3 bucket the version it hid and the delete marker it added,
+# elsewhere where the file was moved to (a trash folder).
 OUTCOMES = Shape("outcomes", _schema(
-    "table_root string, path string, length long, modificationTime long, action string, error string, at_ms long"))
+    "table_root string, path string, length long, modificationTime long, action string, error string, at_ms long, "
+    "version_id string, delete_marker_id string, trash_path string"))
 
 
 def of_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:

@@ -128,3 +128,14 @@ class Storage:
     def delete(self, uri: str, recursive: bool = False) -> bool:
         path = self._path(uri)
         return bool(self._fs(path).delete(path, recursive))
+
+    def move(self, uri: str, to: str) -> bool:
+        """Rename a file, creating ``to``'s folder; False when ``uri`` is gone. ``to`` must not exist."""
+        source, target = self._path(uri), self._path(to)
+        fs = self._fs(source)
+        if not fs.exists(source):
+            return False
+        fs.mkdirs(target.getParent())
+        if not fs.rename(source, target):
+            raise OSError(f"cannot move {uri} to {to} (does it exist already, or lie on another file system?)")
+        return True

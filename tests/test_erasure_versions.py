@@ -1,5 +1,6 @@
 """On a versioned S3 bucket a vacuum's delete only adds a delete marker: the bytes stay as a
-noncurrent version. Erasure evidence says "erased" only when no version of the file remains.
+noncurrent version. Erasure evidence says "erased" only when no version of the file remains
+(see test_undo for the purge that erases them).
 
 The deletes are real (``DeleteObjects`` against the moto server, versioning on); the
 inventories are the bucket's own version listings before and after them.
@@ -68,9 +69,13 @@ def test_a_file_whose_versions_remain_is_soft_deleted_not_erased(spark, s3_endpo
             paths=[f"s3://{bucket}/t/marked.parquet", f"s3://{bucket}/t/purged.parquet"])
         return {a.path.rsplit("/", 1)[1]: (a.status, a.detail) for a in report.answers}
 
-    # The newest inventory was taken before the deletes: it cannot tell a marker from a purge.
-    assert {name: status for name, (status, _) in statuses().items()} == {
-        "marked.parquet": "erasure_unconfirmed", "purged.parquet": "erasure_unconfirmed"}
+    # The run recorded the delete marker it added; the newest inventory was taken before the deletes,
+    # so it cannot tell whether the purged file's versions are gone.
+    answers = statuses()
+    assert {name: status for name, (status, _) in answers.items()} == {
+        "marked.parquet": "soft_deleted", "purged.parquet": "erasure_unconfirmed"}
+    marker = next(o for o in _listing(client, bucket) if o.key == "t/marked.parquet" and o.is_delete_marker)
+    assert f"delete marker {marker.version_id} hides" in answers["marked.parquet"][1]
 
     # The next day's all-versions inventory lists what the bucket holds after the deletes.
     after = _listing(client, bucket)

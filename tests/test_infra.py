@@ -21,6 +21,7 @@ from infra import daily, s3_inventory
 from infra.package import JOBS, build, entry_script
 from inventory_etl.cli import build_parser as inventory_parser
 from lake_reports.cli import build_parser as reports_parser
+from vacuum_jobs.cli import UNDO_COMMANDS, build_undo_parser
 from vacuum_jobs.cli import build_parser as vacuum_parser
 
 INFRA = Path(__file__).resolve().parents[1] / "infra"
@@ -185,14 +186,19 @@ def test_daily_steps_run_real_commands_in_a_safe_order():
     steps = daily.daily_steps(settings, "2026-11-22")
     assert [s.name for s in steps] == ["ingest_inventory", "vacuum_dry_run"]  # deletes are off until enabled
     enabled = daily.daily_steps(replace(settings, deletes_enabled=True), "2026-11-22")
-    assert [s.name for s in enabled] == ["ingest_inventory", "vacuum_dry_run", "vacuum"]
+    assert [s.name for s in enabled] == ["ingest_inventory", "vacuum_dry_run", "vacuum", "purge"]
+    assert [s.name for s in daily.daily_steps(replace(settings, deletes_enabled=True, undo_window_days=None),
+                                              "2026-11-22")] == ["ingest_inventory", "vacuum_dry_run", "vacuum"]
     for step in enabled:
         job, args = _job_and_args(step.argv)
-        parsed = PARSERS[job]().parse_args(args)  # every flag exists and parses
+        undo = job == "vacuum_jobs" and args[0] in UNDO_COMMANDS
+        parsed = (build_undo_parser(args[0]) if undo else PARSERS[job]()).parse_args(args[undo:])  # flags parse
         assert step.argv[step.argv.index("--py-files") + 1] == f"{settings.artifacts}/{settings.archive}"
-        if job == "vacuum_jobs":
+        if undo:
+            assert (parsed.apply, parsed.older_than_days, parsed.audit_table) == (True, 7, settings.audit_table)
+        elif job == "vacuum_jobs":
             assert parsed.dry_run == (step.name == "vacuum_dry_run") and parsed.audit_table == settings.audit_table
-    assert not enabled[0].refusals_are_reported and enabled[2].refusals_are_reported
+    assert not enabled[0].refusals_are_reported and all(s.refusals_are_reported for s in enabled[1:])
 
     checked_in = json.loads((INFRA / "emr" / "steps.example.json").read_text())
     assert checked_in == daily.emr_steps(settings, "2026-11-22")
@@ -211,6 +217,9 @@ def test_settings_errors_name_the_problem(tmp_path):
     example = yaml.safe_load((INFRA / "daily.example.yaml").read_text())
     bad.write_text(yaml.safe_dump(example | {"deletes_enabled": "yes"}))
     with pytest.raises(daily.SettingsError, match="deletes_enabled must be true or false"):
+        daily.load_settings(str(bad))
+    bad.write_text(yaml.safe_dump(example | {"undo_window_days": "a week"}))
+    with pytest.raises(daily.SettingsError, match="undo_window_days must be a number of days >= 0"):
         daily.load_settings(str(bad))
 
 
@@ -259,12 +268,13 @@ def test_airflow_dag_chains_the_daily_steps(tmp_path, monkeypatch):
     (dag,) = _Recorder.dags
     assert dag.kwargs["catchup"] is False and dag.kwargs["max_active_runs"] == 1 and dag.kwargs["schedule"]
     assert [(t.task_id, t.downstream) for t in _Recorder.tasks] == [
-        ("ingest_inventory", ["vacuum_dry_run"]), ("vacuum_dry_run", ["vacuum"]), ("vacuum", [])]
+        ("ingest_inventory", ["vacuum_dry_run"]), ("vacuum_dry_run", ["vacuum"]), ("vacuum", ["purge"]), ("purge", [])]
     for task in _Recorder.tasks:
         rendered = task.bash_command.replace("{{ ds }}", "2026-11-22")
         assert subprocess.run(["bash", "-n", "-c", rendered]).returncode == 0
         command = shlex.split(rendered.split(" || ")[0])
         job, args = _job_and_args(tuple(command))
-        PARSERS[job]().parse_args(args)
+        undo = job == "vacuum_jobs" and args[0] in UNDO_COMMANDS
+        (build_undo_parser(args[0]) if undo else PARSERS[job]()).parse_args(args[undo:])
         assert ("|| [ $? -eq 1 ]" in task.bash_command) == (task.task_id != "ingest_inventory")
         assert "/2026-11-22/" in rendered  # reports are kept per day

@@ -37,6 +37,7 @@ from lake_reports.charges import Chargeback, ChargebackOptions
 from lake_reports.cli import main
 from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
 from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
+from lakeio.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.conftest import GOLDEN, README
 from tests.lakes import now_ms, vacuum
@@ -261,9 +262,8 @@ def _run_row(spark, audit: str, table: Path, path: Path, action: str, error: str
     """An audit entry as a run on S3 would leave it when a delete fails (local deletes do not fail as root)."""
     run = RunReport("run-failed", "", "", datetime.now(timezone.utc).date().isoformat(), dry_run=False,
                     tables=[TableReport(_uri(table), "failed", "1 deletion(s) failed", 0, 168.0)])
-    outcomes = spark.createDataFrame([(_uri(table), _uri(path), 1, at_ms, action, error, at_ms)],
-                                     "table_root string, path string, length long, modificationTime long, "
-                                     "action string, error string, at_ms long")
+    outcomes = spark.createDataFrame([(_uri(table), _uri(path), 1, at_ms, action, error, at_ms, None, None, None)],
+                                     OUTCOMES.schema)
     write_audit(spark, audit, run, at_ms, outcomes)
     return run.run_id
 

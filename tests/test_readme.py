@@ -67,3 +67,26 @@ def test_the_python_api_never_vacuums_the_whole_lake_by_omission(spark, tmp_path
     assert vacuum_jobs.VacuumOptions("inventory").dry_run  # deleting is said out loud
     with pytest.raises(ValueError, match="min_coverage"):
         vacuum_jobs.VacuumOptions("inventory", min_coverage=2)
+
+
+def readme_commands(module: str) -> list[list[str]]:
+    """Every ``python -m <module> ...`` line of the README's code blocks, continuation lines
+    joined and ``[optional ...]`` parts left out, as argument lists."""
+    commands = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), re.S | re.M):
+        for command in re.findall(rf"^python -m {module}\b(.*?)(?<!\\)$", block.replace("\\\n", " "), re.M):
+            commands.append(shlex.split(re.sub(r"\[[^\]]*\]", " ", command)))
+    return commands
+
+
+def test_every_readme_vacuum_command_parses():
+    """The flags README shows for job 2, restore and purge are the ones the parsers take."""
+    from vacuum_jobs.cli import UNDO_COMMANDS, build_parser, build_undo_parser
+
+    commands = readme_commands("vacuum_jobs")
+    assert {c[0] for c in commands if c and c[0] in UNDO_COMMANDS} == set(UNDO_COMMANDS)
+    for argv in commands:
+        if argv and argv[0] in UNDO_COMMANDS:
+            build_undo_parser(argv[0]).parse_args(argv[1:])
+        else:
+            build_parser().parse_args(argv)

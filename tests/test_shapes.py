@@ -10,7 +10,8 @@ from lakeio.shapes import CANDIDATES, OUTCOMES, ShapeError, of_tables, without_t
 def test_a_frame_missing_a_column_is_refused_at_the_seam(spark):
     candidates = spark.createDataFrame([("file:/t", "file:/t/a", 1, 0)], CANDIDATES.schema)
     assert CANDIDATES.check(candidates) is candidates
-    with pytest.raises(ShapeError, match=r"outcomes: missing column\(s\) \['action', 'error', 'at_ms'\]"):
+    with pytest.raises(ShapeError, match=r"outcomes: missing column\(s\) "
+                                         r"\['action', 'error', 'at_ms', 'version_id', 'delete_marker_id', 'trash_path'\]"):
         OUTCOMES.check(candidates)
 
 

@@ -20,6 +20,7 @@ from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import RunRefused
 from vacuum_jobs.cli import main
 from vacuum_jobs.targets import Discover, TableTarget, from_file
+from vacuum_jobs.undo import restore
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over built lakes
 
@@ -77,6 +78,13 @@ def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
     assert previous.to_pyarrow_table().num_rows > 0  # time travel within retention still works
     total = real.totals()
     assert total["deleted_files"] == len(deleted) and total["deleted_bytes"] > 0
+    assert f"undo: 0 deleted file(s) only hidden by a delete marker (python -m vacuum_jobs restore --run-id " \
+           f"{real.run_id} brings them back until a purge erases them); {len(deleted):,} delete(s) final" in real.summary()
+    undone = restore(spark, str(audit), real.run_id, dry_run=False)  # a local disk keeps no versions
+    assert not undone.ok and {n for counts in undone.tables.values() for n in counts} == {"not_restored"}
+    assert sum(c["not_restored"] for c in undone.tables.values()) == len(deleted) and not any(p.exists() for p in deleted)
+    assert undone.problems[0].endswith("the delete was final: no delete marker or trash recorded (the store keeps "
+                                       "no versions, and the run had no --trash)")
 
     again = vacuum(spark, inventory, tables, dry_run=False, audit_table=str(audit))
     assert again.totals()["deleted_files"] == 0

@@ -1,6 +1,8 @@
 """Job 2: vacuum many Delta tables in one Spark run from the inventory table (see DESIGN.md).
 
 ``vacuum(spark, inventory_table, tables)`` plans a dry run; ``dry_run=False`` deletes.
+``restore(spark, audit_table, run_id)`` and ``purge(spark, audit_table, days)`` undo a run's
+deletes on versioned S3 buckets, or erase them for good (dry runs too, unless told).
 """
 
 from lakeio.audit import AuditAction, TableStatus
@@ -8,8 +10,10 @@ from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vac
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.report import RunReport, TableCounts, TableReport
 from vacuum_jobs.targets import Discover, TableTarget, TargetsError
+from vacuum_jobs.undo import Undo, UndoError, UndoOptions, UndoReport, purge, restore
 
 __all__ = [
     "AuditAction", "BatchVacuum", "DeleteSettings", "Discover", "RunRefused", "RunReport", "TableCounts",
-    "TableReport", "TableStatus", "TableTarget", "TargetsError", "VacuumOptions", "vacuum",
+    "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoError", "UndoOptions", "UndoReport",
+    "VacuumOptions", "purge", "restore", "vacuum",
 ]

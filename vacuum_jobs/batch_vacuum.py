@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -68,6 +68,9 @@ class VacuumOptions:
             raise ValueError("retain_hours must be >= 0")
         if not 0 <= self.min_coverage <= 1:
             raise ValueError("min_coverage must be between 0 and 1")
+        if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":
+            raise ValueError("trash cannot be on S3, where a move is a copy: turn on bucket versioning instead "
+                             "(deletes then add delete markers, which restore removes)")
 
 
 Tables = Sequence[str | os.PathLike | TableTarget] | Discover
@@ -118,7 +121,7 @@ class BatchVacuum:
             raise RunRefused(_nothing_to_vacuum(discover, all_roots), run)
         reports = {t.root: TableReport(t.uri) for t in targets}
         run.tables = list(reports.values())
-        runnable = self._skip_disabled(targets, reports)
+        runnable = self._runnable(targets, reports)
         replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms, run)
         try:
             if plan is not None:
@@ -143,13 +146,18 @@ class BatchVacuum:
         self.progress(f"inventory {inventory.table} as of {inventory.day}")
         return inventory
 
-    def _skip_disabled(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> list[TableTarget]:
+    def _runnable(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> list[TableTarget]:
+        """Tables disabled in the tables file are skipped; with a trash folder, tables it cannot
+        take files from by a rename (another file system, or the trash inside them) are refused."""
         runnable = []
+        trash = self.options.delete.trash
         for target in targets:
-            if target.enabled:
-                runnable.append(target)
-            else:
+            if not target.enabled:
                 _set(reports, target.root, TableStatus.SKIPPED, "disabled in the tables file")
+            elif trash and (why := _trash_unusable(uris.canonical(uris.to_uri(trash)), target.root)):
+                _set(reports, target.root, TableStatus.REFUSED, why)
+            else:
+                runnable.append(target)
         return runnable
 
     def _read_logs(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> Replay:
@@ -337,12 +345,13 @@ class BatchVacuum:
         deleting = [root for root in planned if not reports[root].dry_run]
         dry = [root for root in planned if reports[root].dry_run]
         candidates = recheck.without_referenced(of_tables(plan.candidates, planned))
-        if self.options.delete.purge_versions and deleting:
-            candidates = _with_versions(candidates, inventory.rows)
+        if any(uris.scheme_of(root) == "s3" for root in deleting):
+            candidates = _with_versions(candidates, inventory.rows, self.options.delete.purge_versions)
         self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
         outcomes = OUTCOMES.check(of_tables(candidates, dry).select(
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
-            F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms")))
+            F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms"),
+            *[F.lit(None).cast("string").alias(name) for name in ("version_id", "delete_marker_id", "trash_path")]))
         if not deleting:
             for root in dry:
                 reports[root].status = TableStatus.DRY_RUN
@@ -353,12 +362,14 @@ class BatchVacuum:
         outcomes = outcomes.localCheckpoint(eager=True)
         DeleteJournal.remove(self.storage, deleting, run_id)
         for row in outcomes.groupBy("table_root", "action").agg(
-            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
+            F.count(F.coalesce("delete_marker_id", "trash_path")).alias("restorable"),
         ).collect():
             if row["action"] in _DELETE_OUTCOMES:
                 counts = reports[row["table_root"]].counts
                 setattr(counts, f"{row['action']}_files", row["n"])
                 setattr(counts, f"{row['action']}_bytes", row["bytes"])
+                counts.restorable_files += row["restorable"]
         failed = outcomes.where(F.col("action") == AuditAction.FAILED.value)
         for row in failed.limit(ERROR_SAMPLE * max(1, len(deleting))).collect():
             errors = reports[row["table_root"]].errors
@@ -379,14 +390,31 @@ class BatchVacuum:
 _DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.FAILED)
 
 
-def _with_versions(candidates: DataFrame, all_versions: DataFrame) -> DataFrame:
-    """Every inventory-listed version (delete markers included) of each candidate key."""
-    versions = (
-        all_versions.where(F.col("version_id").isNotNull())
-        .select(uris.canonical_col(F.col("path")).alias("path"), "version_id")
-        .groupBy("path").agg(F.sort_array(F.collect_set("version_id")).alias("version_ids"))
-    )
+def _with_versions(candidates: DataFrame, all_versions: DataFrame, purge: bool) -> DataFrame:
+    """Each candidate key's current version as the inventory lists it (``version_id``: what a delete
+    marker will hide, recorded for restore and purge) and, when ``purge``, every listed version
+    (delete markers included: ``version_ids``, deleted for good instead)."""
+    listed = all_versions.where(F.col("version_id").isNotNull()).select(
+        uris.canonical_col(F.col("path")).alias("path"), "version_id", "modificationTime",
+        (F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+        .alias("current"))
+    versions = listed.groupBy("path").agg(
+        F.max_by(F.when(F.col("current"), F.col("version_id")), F.struct("current", "modificationTime"))
+        .alias("version_id"),
+        *([F.sort_array(F.collect_set("version_id")).alias("version_ids")] if purge else []))
     return candidates.join(versions, "path", "left")
+
+
+def _trash_unusable(trash: str, root: TableRoot) -> str | None:
+    """Why ``trash`` cannot take this table's files by a rename; None when it can (or the table is on
+    S3, where deletes add delete markers instead)."""
+    if uris.scheme_of(root) == "s3":
+        return None
+    if urlsplit(trash)[:2] != urlsplit(root)[:2]:  # scheme and authority
+        return f"--trash {trash} is on another file system: moving this table's files there would copy them"
+    if trash == root or uris.is_strictly_under(trash, root):
+        return f"--trash {trash} lies inside this table: its next vacuum would delete the trash"
+    return None
 
 
 def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot]) -> str:

@@ -1,7 +1,9 @@
-"""``python -m vacuum_jobs``: vacuum many Delta tables in one run from the inventory table.
+"""``python -m vacuum_jobs``: vacuum many Delta tables in one run from the inventory table;
+``python -m vacuum_jobs restore`` / ``purge``: undo a run's deletes, or erase them for good.
 
-Exit status: 0 when every table was vacuumed, dry-run or skipped; 1 when any table was
-refused or failed; 2 for usage errors.
+Exit status: 0 when every table was vacuumed, dry-run or skipped (every key restored or
+purged); 1 when any table was refused or failed (any key left alone or failed); 2 for usage
+errors.
 """
 
 from __future__ import annotations
@@ -9,19 +11,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lakeio.cli import add_common_arguments, as_flag, iso_date, read_text, setup_logging, write_text
+from lakeio.cli import add_common_arguments, as_flag, iso_date, read_text, report_out, setup_logging
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.undo import Undo, UndoError, UndoOptions
+
+UNDO_COMMANDS = ("restore", "purge")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m vacuum_jobs",
         description="Vacuum many Delta tables in one Spark run by diffing the inventory table against each "
-                    "table's transaction log, without listing data folders.",
+                    "table's transaction log, without listing data folders. Undo a run with "
+                    "'python -m vacuum_jobs restore', erase what runs hid with 'python -m vacuum_jobs purge' "
+                    "(each with --help).",
     )
     parser.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table (job 1)")
     which = parser.add_mutually_exclusive_group(required=True)
@@ -52,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--purge-versions", action="store_true",
                         help="versioned buckets: delete every listed version of each orphan key, "
                              "not just add a delete marker")
+    parser.add_argument("--trash", metavar="URI",
+                        help="local disks, HDFS, ABFS: move deleted files into <URI>/<run id>/ instead, on the "
+                             "tables' own file system, so that 'restore' can bring them back and 'purge' erase them "
+                             "(S3: turn on bucket versioning instead)")
     parser.add_argument("--delete-batch-size", type=int, default=DeleteSettings.batch_size, metavar="N",
                         help="keys per S3 DeleteObjects request (1-1000, default: %(default)d)")
     parser.add_argument("--delete-keys-per-second", type=float, default=DeleteSettings.keys_per_second, metavar="K",
@@ -62,14 +73,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_undo_parser(command: str) -> argparse.ArgumentParser:
+    restoring = command == "restore"
+    parser = argparse.ArgumentParser(
+        prog=f"python -m vacuum_jobs {command}",
+        description=("Bring back every file a vacuum run deleted, by removing the delete markers it added "
+                     "(versioned S3 buckets) or moving files back from its --trash; a file written or deleted "
+                     "again since is left alone and reported."
+                     if restoring else
+                     "Erase for good what vacuum runs kept more than N days ago (the versions their delete markers "
+                     "hide, the files in their --trash) and nothing restored; a version current again is left "
+                     "alone and reported."),
+    )
+    parser.add_argument("--audit-table", required=True, metavar="URI", help="the vacuum runs' --audit-table")
+    if restoring:
+        parser.add_argument("--run-id", required=True, metavar="RUN", help="the vacuum run to undo (its report's run_id)")
+    else:
+        parser.add_argument("--older-than-days", required=True, type=float, metavar="N",
+                            help="the undo window: purge deletes made more than N days ago")
+    parser.add_argument("--table", action="append", metavar="URI", help="only this table; repeat for several")
+    parser.add_argument("--apply", action="store_true", help="act (default: a dry run saying what would change)")
+    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
+    parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
+    add_common_arguments(parser)
+    return parser
+
+
+def undo_main(command: str, argv: list[str]) -> int:
+    parser = build_undo_parser(command)
+    args = parser.parse_args(argv)
+    if command == "purge" and not args.older_than_days >= 0:
+        parser.error("--older-than-days must be >= 0")
+    options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
+                          delete=DeleteSettings(endpoint_url=args.s3_endpoint_url))
+    setup_logging(args.log_level)
+    spark = get_spark(f"vacuum_jobs.{command}", args.master)
+    undo = Undo(spark, options)
+    try:
+        report = undo.restore(args.run_id) if command == "restore" else undo.purge(args.older_than_days)
+    except UndoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return report_out(spark, report, args.report)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in UNDO_COMMANDS:
+        return undo_main(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if (args.include or args.exclude) and not args.discover:
         parser.error("--include and --exclude go with --discover")
     try:
         delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
-                                endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions)
+                                endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions,
+                                trash=args.trash)
     except ValueError as exc:
         parser.error(as_flag(exc, "--delete-"))
     try:
@@ -103,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunRefused as refusal:
         print(f"error: run refused: {refusal}", file=sys.stderr)
         report, refused = refusal.report, True
-    print(report.summary())
-    if args.report:
-        write_text(spark, args.report, report.to_json() + "\n")
-    return 0 if report.ok and not refused else 1
+    status = report_out(spark, report, args.report)
+    return 1 if refused else status
 

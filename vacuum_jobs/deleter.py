@@ -5,7 +5,11 @@ gone before we asked: proves nothing about when it was erased, so it is not coun
 as deleted) or ``failed`` with the error. S3's ``DeleteObjects`` answers "deleted" for
 keys that did not exist, so on S3 a re-run after a crash records such keys as deleted
 again (true, but not news); local and Hadoop filesystems tell the difference.
-Stores other than S3 and local disks are deleted from the driver through Hadoop.
+Stores other than S3 and local disks are deleted from the driver through Hadoop. With a
+``trash`` folder, files on local disks and Hadoop stores are moved into
+``<trash>/<run id>/<authority and path>`` instead (a rename: cheap on local disks, HDFS and
+ABFS with a hierarchical namespace), so that ``restore`` can move them back and ``purge``
+erase them later; the outcome records where each went.
 
 Outcomes are exact across Spark task attempts (a lost executor, speculation): before it
 removes a local file, a task notes it in the run's journal (:class:`DeleteJournal`), so
@@ -54,6 +58,7 @@ class DeleteSettings:
     read_timeout_seconds: float = 60.0  # a DeleteObjects of 1,000 keys may take seconds
     endpoint_url: str | None = None  # an S3-compatible endpoint; default: boto3's own resolution
     purge_versions: bool = False  # delete every listed version instead of adding a delete marker
+    trash: str | None = None  # move files not on S3 into this folder instead of deleting them (see trash_path)
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 1000:
@@ -66,13 +71,16 @@ class DeleteSettings:
 
 @dataclass(frozen=True)
 class Target:
-    """One file to delete. ``version_ids`` is set only when purging versions."""
+    """One file to delete. ``version_ids``: the versions to delete for good (purging versions),
+    instead of the key; ``version_id``: the version the inventory lists as current, which a
+    delete marker will hide (versioned S3 buckets)."""
 
     table_root: str
     path: str
     length: int | None
     modification_time: int | None
     version_ids: tuple[str, ...] = ()
+    version_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,38 +89,51 @@ class Outcome:
     action: AuditAction
     error: str | None
     at_ms: int
+    delete_marker_id: str | None = None  # the delete marker S3 added (versioned buckets)
+    trash_path: str | None = None  # where the file was moved to instead (a trash folder)
 
     def row(self) -> tuple:
         t = self.target
-        return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms)
+        return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms,
+                t.version_id if self.delete_marker_id else None, self.delete_marker_id, self.trash_path)
+
+
+def trash_path(trash: str, run_id: str, path: str) -> str:
+    """Where a run moves ``path`` in the trash: ``<trash>/<run id>/<authority and path>``."""
+    return uris.join(uris.to_uri(trash), run_id, path.split(":", 1)[1].lstrip("/"))
 
 
 def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings, run_id: str) -> DataFrame:
-    """Delete every target (table_root, path, length, modificationTime[, version_ids]); one outcome row each.
-    ``run_id`` names the run's journal: call :meth:`DeleteJournal.remove` once the outcomes are kept."""
+    """Delete every target (table_root, path, length, modificationTime[, version_ids][, version_id]); one
+    outcome row each. ``run_id`` names the run's journal: call :meth:`DeleteJournal.remove` once the
+    outcomes are kept."""
     CANDIDATES.check(targets)
-    columns = CANDIDATES.columns
+    columns = [*CANDIDATES.columns, "version_ids", "version_id"]
     if "version_ids" not in targets.columns:
         targets = targets.withColumn("version_ids", F.array().cast("array<string>"))
+    if "version_id" not in targets.columns:
+        targets = targets.withColumn("version_id", F.lit(None).cast("string"))
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
     on_executors = targets.where(scheme.isin("s3", "file"))
     # One wave: every task can run at once, none waits for a slot while holding a share of the pace.
     slices = max(1, spark.sparkContext.defaultParallelism)
     task_pace = settings.keys_per_second / slices
-    outcomes = on_executors.select(*columns, "version_ids").repartition(slices).rdd.mapPartitions(
+    outcomes = on_executors.select(*columns).repartition(slices).rdd.mapPartitions(
         lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace, run_id))
     )
     result = spark.createDataFrame(outcomes, OUTCOMES.schema)
-    elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns, "version_ids")
+    elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns)
     if elsewhere.take(1):
         storage = Storage(spark)
-        driver_rows = [o.row() for o in delete_with_hadoop(storage, (_target(r) for r in elsewhere.toLocalIterator()))]
+        driver_rows = [o.row() for o in delete_with_hadoop(
+            storage, (_target(r) for r in elsewhere.toLocalIterator()), run_id, settings.trash)]
         result = result.unionByName(spark.createDataFrame(driver_rows, OUTCOMES.schema))
     return result
 
 
 def _target(row) -> Target:
-    return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()))
+    return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()),
+                  row["version_id"])
 
 
 def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float, run_id: str) -> Iterator[Outcome]:
@@ -123,7 +144,7 @@ def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: floa
         target = _target(row)
         (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
     tally: dict[str, int] = {}
-    deleters = [delete_local(local_targets, run_id)]
+    deleters = [delete_local(local_targets, run_id, settings.trash)]
     if s3_targets:
         deleters.append(S3BatchDeleter(settings, keys_per_second=keys_per_second).delete(s3_targets))
     for deleter in deleters:
@@ -144,28 +165,34 @@ def _task_log(message: str) -> None:
     log.info("delete task in process %d: %s", os.getpid(), message)
 
 
-def delete_local(targets: Iterable[Target], run_id: str) -> Iterator[Outcome]:
-    """Remove local files, then the folders they leave empty (never the table root itself). Each
-    is noted in the run's journal first: see :class:`DeleteJournal`."""
+def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = None) -> Iterator[Outcome]:
+    """Remove local files (or move them into ``trash``), then the folders they leave empty (never
+    the table root itself). Each is noted in the run's journal first: see :class:`DeleteJournal`."""
     journals: dict[str, DeleteJournal] = {}
     for target in targets:
         local = uris.local_path(target.path)
         if target.table_root not in journals:
             journals[target.table_root] = DeleteJournal(target.table_root, run_id)
         journal = journals[target.table_root]
+        moved = trash_path(trash, run_id, target.path) if trash else None
         try:
             if not os.path.lexists(local):  # noted only once found: a note says the file was there
                 raise FileNotFoundError(local)
             journal.note(target.path)
-            os.remove(local)
+            if moved:
+                os.makedirs(os.path.dirname(uris.local_path(moved)), exist_ok=True)
+                os.rename(local, uris.local_path(moved))
+            else:
+                os.remove(local)
         except FileNotFoundError:
-            yield Outcome(target, journal.gone(target.path), None, _now_ms())
+            action = journal.gone(target.path)  # deleted by a twin attempt: moved to the same place
+            yield Outcome(target, action, None, _now_ms(), trash_path=moved if action is AuditAction.DELETED else None)
             continue
         except OSError as exc:
             yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
             continue
-        yield Outcome(target, AuditAction.DELETED, None, _now_ms())
-        _prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
+        yield Outcome(target, AuditAction.DELETED, None, _now_ms(), trash_path=moved)
+        prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
 
 
 class DeleteJournal:
@@ -211,7 +238,8 @@ class DeleteJournal:
                     storage.delete(journal, recursive=True)
 
 
-def _prune_empty_folders(folder: str, stop_at: str) -> None:
+def prune_empty_folders(folder: str, stop_at: str) -> None:
+    """Remove ``folder`` and its parents while they are empty, up to (not including) ``stop_at``."""
     while folder.startswith(stop_at.rstrip("/") + "/"):
         try:
             os.rmdir(folder)
@@ -220,12 +248,15 @@ def _prune_empty_folders(folder: str, stop_at: str) -> None:
         folder = os.path.dirname(folder)
 
 
-def delete_with_hadoop(storage: Storage, targets: Iterable[Target]) -> Iterator[Outcome]:
-    """Driver-side deletes for stores Python executors cannot reach (HDFS, ABFS, GCS, ...)."""
+def delete_with_hadoop(storage: Storage, targets: Iterable[Target], run_id: str,
+                       trash: str | None = None) -> Iterator[Outcome]:
+    """Driver-side deletes (or moves into ``trash``) for stores Python executors cannot reach
+    (HDFS, ABFS, GCS, ...)."""
     for target in targets:
         try:
-            if storage.delete(target.path):
-                yield Outcome(target, AuditAction.DELETED, None, _now_ms())
+            moved = trash_path(trash, run_id, target.path) if trash else None
+            if storage.move(target.path, moved) if moved else storage.delete(target.path):
+                yield Outcome(target, AuditAction.DELETED, None, _now_ms(), trash_path=moved)
             else:
                 yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
         except Exception as exc:
@@ -277,21 +308,26 @@ class S3BatchDeleter:
     def _delete_bucket(self, bucket: str, entries: list[tuple[dict, Target]]) -> Iterator[Outcome]:
         """Entries of one target (its versions) may span batches; a target fails if any entry fails."""
         errors: dict[Target, str] = {}
+        markers: dict[Target, str] = {}
         remaining: dict[Target, int] = {}
         for _entry, target in entries:
             remaining[target] = remaining.get(target, 0) + 1
         size = self.settings.batch_size
         for start in range(0, len(entries), size):
             batch = entries[start:start + size]
-            for _entry, target, error in self._delete_batch(bucket, batch):
+            for _entry, target, error, marker in self._delete_batch(bucket, batch):
                 if error:
                     errors[target] = error
+                if marker:
+                    markers[target] = marker
                 remaining[target] -= 1
                 if remaining[target] == 0:
                     action = AuditAction.FAILED if target in errors else AuditAction.DELETED
-                    yield Outcome(target, action, errors.get(target), _now_ms())
+                    yield Outcome(target, action, errors.get(target), _now_ms(), markers.get(target))
 
-    def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]) -> Iterator[tuple[dict, Target, str | None]]:
+    def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]
+                      ) -> Iterator[tuple[dict, Target, str | None, str | None]]:
+        """Per entry: its error, or the delete marker a key's delete added (versioned buckets)."""
         pending = list(batch)
         for attempt in range(1, self.settings.max_attempts + 1):
             self._pace(len(pending))
@@ -304,18 +340,20 @@ class S3BatchDeleter:
                     self._backoff(attempt)
                     continue
                 for entry, target in pending:
-                    yield entry, target, f"{code or type(exc).__name__}: {str(exc)[:200]}"
+                    yield entry, target, f"{code or type(exc).__name__}: {str(exc)[:200]}", None
                 return
             failed = {(e.get("Key"), e.get("VersionId")): e for e in response.get("Errors", [])}
+            markers = {d.get("Key"): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", [])
+                       if "VersionId" not in d}
             retry = []
             for entry, target in pending:
                 error = failed.get((entry["Key"], entry.get("VersionId")))
                 if error is None:
-                    yield entry, target, None
+                    yield entry, target, None, None if "VersionId" in entry else markers.get(entry["Key"])
                 elif error.get("Code") in RETRYABLE_CODES and attempt < self.settings.max_attempts:
                     retry.append((entry, target))
                 else:
-                    yield entry, target, f"{error.get('Code')}: {error.get('Message', '')}".strip()
+                    yield entry, target, f"{error.get('Code')}: {error.get('Message', '')}".strip(), None
             if not retry:
                 return
             pending = retry

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from datetime import date, datetime, timezone
+from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from lakeio import uris
-from lakeio.audit import AUDIT_COLUMNS, FINAL_STATUSES, AuditAction, TableStatus
-from lakeio.delta_write import write_delta
-from lakeio.shapes import OUTCOMES
+from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run
 from lakeio.text import human_bytes, shorten
 
 
@@ -45,6 +42,7 @@ class TableCounts:
     dir_files: int = 0  # folder markers the inventory lists
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
+    restorable_files: int = 0  # deleted files a delete marker hides (versioned S3): restore can bring them back
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -82,8 +80,8 @@ class RunReport:
     # need from the run's tables are not known, so not protected. Makes the run exit 1.
     references_unknown: dict[str, str] = field(default_factory=dict)
     elapsed_seconds: float = 0.0
-    # Per planned file: table_root, path, length, modificationTime, action (AuditAction), error,
-    # at_ms. Deletes ran once already; reading it again never deletes. None when nothing was planned.
+    # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
+    # it again never deletes. None when nothing was planned.
     outcomes: DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -141,6 +139,11 @@ class RunReport:
             f"({human_bytes(t['deleted_bytes'])}), {t['already_absent_files']:,} already absent, "
             f"{t['failed_files']:,} failed"
         )
+        if t["deleted_files"]:
+            final = t["deleted_files"] - t["restorable_files"]
+            lines.append(f"undo: {t['restorable_files']:,} deleted file(s) only hidden by a delete marker "
+                         f"(python -m vacuum_jobs restore --run-id {self.run_id} brings them back until a purge "
+                         f"erases them); {final:,} delete(s) final (the store keeps no versions)")
         return "\n".join(lines)
 
 
@@ -149,23 +152,7 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     """Append the run to the audit table: one row per table (``path`` null, ``action``
     ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
     when). Erasure evidence reads both."""
-    started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
+    tables = [RunTable(uris.canonical(t.table), AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours)
+              for t in run.tables]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
-    per_table = [
-        (run.run_id, uris.canonical(t.table), t.version, None, None, None, AuditAction.for_table(t.status).value, t.reason,
-         started, inventory_day, t.retention_hours, started.date())
-        for t in run.tables
-    ]
-    rows = spark.createDataFrame(per_table, AUDIT_COLUMNS)
-    if outcomes is not None:
-        OUTCOMES.check(outcomes)
-        facts = spark.createDataFrame(
-            [(uris.canonical(t.table), t.version, t.retention_hours) for t in run.tables],
-            "table_root string, table_version long, retention_hours double")
-        rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
-            F.lit(run.run_id).alias("run_id"), "table_root", "table_version", "path", "length",
-            "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
-            F.lit(inventory_day).cast("date").alias("inventory_date"), "retention_hours",
-            F.lit(started.date()).alias("run_date"),
-        ))
-    write_delta(rows, audit_table, ["run_date"], [{"run_date": started.date().isoformat()}], mode="append")
+    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day)

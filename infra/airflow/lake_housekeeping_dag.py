@@ -1,4 +1,4 @@
-"""Airflow DAG: every day, ingest the S3 Inventory, dry-run the batch vacuum, then vacuum.
+"""Airflow DAG: every day, ingest the S3 Inventory, dry-run the batch vacuum, then vacuum and purge.
 
 Deploy: copy this file and the repository's ``infra/`` folder into the DAGs folder, and
 the settings (see ``infra/daily.example.yaml``) to ``lake_housekeeping.yaml`` beside this

@@ -1,0 +1,247 @@
+"""Recoverable vacuum: vacuum, restore, purge; on a versioned S3 bucket (the moto server) and
+with a trash folder on local disks.
+
+Two Delta tables are written by delta-rs into a versioned bucket, with files their later
+commits removed. A vacuum deletes those files (real ``DeleteObjects``: delete markers) and
+records what each delete hid. ``restore`` brings every file back byte for byte under its
+original version id, except a key written again since; ``purge`` erases exactly the hidden
+versions older than its window, and the erasure evidence follows each step.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import functions as F
+
+from demo.lake import build_lake
+from inventory_etl.contract import inventory_snapshot
+from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import write_delivery
+from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
+from lakeio.audit import TableStatus, read_audit
+from tests.lakes import inventory_of, vacuum
+from tests.test_erasure_versions import _listing
+from vacuum_jobs.batch_vacuum import _with_versions
+from vacuum_jobs.cli import main
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, delete_planned
+from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.undo import Undo, UndoOptions, purge, restore
+
+pytestmark = pytest.mark.slow  # Spark jobs, an inventory ingested, a dozen S3 round trips
+DAY_MS = 24 * 3600 * 1000
+
+
+def _now_ms() -> int:
+    return int(datetime.now(timezone.utc).timestamp() * 1000)
+
+
+def _table(uri: str, options: dict) -> list[int]:
+    """Four commits: two appends, an overwrite (removing both), an append. Returns its versions."""
+    for mode, values in (("append", [1, 2]), ("append", [3]), ("overwrite", [4, 5]), ("append", [6])):
+        write_deltalake(uri, pa.table({"x": values}), mode=mode, storage_options=options)
+    return list(range(4))
+
+
+def _snapshots(uri: str, options: dict, versions: list[int]) -> dict[int, list]:
+    return {v: sorted(DeltaTable(uri, version=v, storage_options=options).to_pyarrow_table().column("x").to_pylist())
+            for v in versions}
+
+
+def _vacuum_s3(spark, audit: str, inventory: str, tables: list[str], options: dict, endpoint: str, run_id: str,
+            done: frozenset[str] = frozenset()) -> list[str]:
+    """Delete every file the tables' logs no longer reference (delta-rs names them; those a run deleted
+    before: ``done``), as vacuum_jobs does: the inventory's current version joined in, ``DeleteObjects``,
+    the audit."""
+    rows = []
+    for table in tables:
+        for name in DeltaTable(table, storage_options=options).vacuum(
+                retention_hours=0, enforce_retention_duration=False, dry_run=True):
+            if f"{table}/{name}" not in done:
+                rows.append((table, f"{table}/{name}", None, 0))
+    candidates = spark.createDataFrame(rows, "table_root string, path string, length long, modificationTime long")
+    targets = _with_versions(candidates, inventory_snapshot(spark, inventory).rows, purge=False)
+    outcomes = delete_planned(spark, targets, DeleteSettings(endpoint_url=endpoint), run_id).localCheckpoint(eager=True)
+    assert {r["action"] for r in outcomes.collect()} == {"deleted"}
+    started = _now_ms()
+    run = RunReport(run_id, "", inventory, None, dry_run=False,
+                    tables=[TableReport(t, TableStatus.VACUUMED, None, 3, 0.0) for t in tables])
+    write_audit(spark, audit, run, started, outcomes)
+    return [r[1] for r in rows]
+
+
+def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3_endpoint, tmp_path, capsys):
+    client = S3BatchDeleter.make_client(s3_endpoint)
+    bucket = f"undo-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    kept, rewritten = f"s3://{bucket}/kept", f"s3://{bucket}/rewritten"
+    versions = {t: _table(t, options) for t in (kept, rewritten)}
+    before = {t: _snapshots(t, options, versions[t]) for t in versions}
+    original = {(o.key, o.version_id) for o in _listing(client, bucket)}
+    bytes_of = {key: client.get_object(Bucket=bucket, Key=key)["Body"].read() for key, _ in original}
+    inventory, audit = str(tmp_path / "inventory"), str(tmp_path / "audit")
+    now = datetime.now(timezone.utc)
+    manifest = write_delivery(str(tmp_path / "dest"), bucket, "all-versions", _listing(client, bucket),
+                              now - timedelta(hours=1), versioned=True)
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+
+    deleted = _vacuum_s3(spark, audit, inventory, [kept, rewritten], options, s3_endpoint, "vacuum-1")
+    assert len(deleted) == 4
+    rows = {r["path"]: r for r in read_audit(spark, audit).where(F.col("path").isNotNull()).collect()}
+    listing = _listing(client, bucket)
+    for path in deleted:
+        key = path.split("/", 3)[3]
+        marker = next(o for o in listing if o.key == key and o.is_latest)
+        assert marker.is_delete_marker and rows[path]["delete_marker_id"] == marker.version_id
+        assert (key, rows[path]["version_id"]) in original  # the version the marker hides, as the inventory listed it
+    with pytest.raises(OSError):  # time travel needs the deleted files
+        DeltaTable(kept, version=0, storage_options=options).to_pyarrow_table()
+
+    # A writer puts one deleted key of the second table back (new bytes) after the vacuum.
+    again = next(p for p in deleted if p.startswith(rewritten))
+    again_key = again.split("/", 3)[3]
+    new_version = client.put_object(Bucket=bucket, Key=again_key, Body=b"written again")["VersionId"]
+    staged = _listing(client, bucket)
+
+    def undo(**settings) -> Undo:
+        return Undo(spark, UndoOptions(audit, delete=DeleteSettings(endpoint_url=s3_endpoint), **settings))
+
+    dry = undo().restore("vacuum-1")
+    assert dry.tables == {kept: {"would_restore": 2}, rewritten: {"would_restore": 1, "not_restored": 1}}
+    assert [p.split(": ", 1)[0] for p in dry.problems] == [again] and new_version in dry.problems[0]
+    assert _listing(client, bucket) == staged  # a dry run changes nothing
+
+    assert main(["restore", "--audit-table", audit, "--run-id", "vacuum-1", "--apply",
+                 "--s3-endpoint-url", s3_endpoint, "--report", str(tmp_path / "restore.json")]) == 1
+    out = capsys.readouterr().out
+    assert "2 restored" in out and f"left alone: {again}: written again since the vacuum" in out
+    restored = json.loads((tmp_path / "restore.json").read_text())
+    assert restored["tables"] == {kept: {"restored": 2}, rewritten: {"restored": 1, "not_restored": 1}}
+
+    # Every version of the first table reads as before; every key holds its original version and bytes.
+    assert _snapshots(kept, options, versions[kept]) == before[kept]
+    for key, version in original - {(again_key, rows[again]["version_id"])}:
+        current = client.get_object(Bucket=bucket, Key=key)
+        assert (current["VersionId"], current["Body"].read()) == (version, bytes_of[key])
+    assert client.get_object(Bucket=bucket, Key=again_key)["VersionId"] == new_version
+    assert undo(dry_run=False).restore("vacuum-1").tables == {rewritten: {"not_restored": 1}}  # done ones not redone
+
+    def evidence(now_ms: int, paths: list[str]) -> dict[str, tuple[str, str]]:
+        report = ErasureEvidence(spark, ErasureOptions(audit, inventory, now_ms=now_ms, tables=[kept])).execute(
+            paths=paths)
+        return {a.path: (a.status, a.detail) for a in report.answers}
+
+    answers = evidence(_now_ms(), deleted)
+    assert {status for status, _ in answers.values()} == {"restored", "soft_deleted"}
+    status, detail = answers[again]
+    assert status == "soft_deleted" and "no purge run has been recorded" in detail
+
+    # Vacuumed again, twice; a purge with a 7-day window, run when the first is older than that, the second not.
+    old = _vacuum_s3(spark, audit, inventory, [kept], options, s3_endpoint, "vacuum-2")
+    between = _now_ms() + 1
+    hidden_old = {p: r for p, r in ((r["path"], r) for r in read_audit(spark, audit).where(
+        (F.col("run_id") == "vacuum-2") & F.col("path").isNotNull()).collect())}
+    assert set(hidden_old) == set(old) and all(r["delete_marker_id"] for r in hidden_old.values())
+    write_deltalake(kept, pa.table({"x": [7]}), mode="overwrite", storage_options=options)
+    recent = _vacuum_s3(spark, audit, inventory, [kept], options, s3_endpoint, "vacuum-3", done=frozenset(old))
+    assert len(recent) == 2 and not set(recent) & set(old)
+
+    assert {status for status, _ in evidence(_now_ms(), old).values()} == {"soft_deleted"}
+    # One hidden version is made current again by hand (its marker removed): purge must leave it.
+    by_hand = sorted(old)[0]
+    client.delete_object(Bucket=bucket, Key=by_hand.split("/", 3)[3], VersionId=hidden_old[by_hand]["delete_marker_id"])
+
+    later = between + 7 * DAY_MS
+    client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        {"ID": "tidy", "Status": "Enabled", "Filter": {"Prefix": "kept/"}, "NoncurrentVersionExpiration": {
+            "NoncurrentDays": 3}}]})
+    preview = undo(now_ms=later).purge(7)
+    assert preview.warnings == [f"s3://{bucket}: lifecycle rule 'tidy' (prefix 'kept/') expires noncurrent versions "
+                                "3 day(s) after a delete, before this purge's 7-day undo window ends: deletes older "
+                                "than 3 day(s) can no longer be restored"]
+    # The key written again after vacuum-1 keeps its new version; the one vacuum-1 hid is erased too.
+    assert preview.tables == {kept: {"would_purge": 1, "not_purged": 1}, rewritten: {"would_purge": 1}}
+    purged = undo(dry_run=False, now_ms=later).purge(7)
+    assert purged.tables == {kept: {"purged": 1, "not_purged": 1}, rewritten: {"purged": 1}} and not purged.ok
+    assert purged.problems == [f"{by_hand}: version {hidden_old[by_hand]['version_id']} is current again "
+                               "(restored outside this tool): not erased"]
+    now_listed = {(o.key, o.version_id) for o in _listing(client, bucket)}
+    erased = next(p for p in old if p != by_hand)
+    assert (erased.split("/", 3)[3], hidden_old[erased]["version_id"]) not in now_listed
+    assert (erased.split("/", 3)[3], hidden_old[erased]["delete_marker_id"]) in now_listed  # the marker stays
+    for path in recent:  # inside the window: untouched
+        key = path.split("/", 3)[3]
+        assert any(o.key == key and not o.is_delete_marker and not o.is_latest for o in _listing(client, bucket))
+    assert (client.get_object(Bucket=bucket, Key=again_key)["VersionId"], (again_key, rows[again]["version_id"])
+            in {(o.key, o.version_id) for o in _listing(client, bucket)}) == (new_version, False)
+    assert undo(dry_run=False, now_ms=later).purge(7).tables == {kept: {"not_purged": 1}}  # none purged twice
+
+    answers = evidence(later, old + recent)
+    status, detail = answers[erased]
+    assert status == "erased" and f"by purge run {purged.run_id}" in detail
+    status, detail = answers[recent[0]]
+    assert status == "soft_deleted" and "restorable until" in detail and "undo window 7 day(s)" in detail
+
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def _every_version(table: Path) -> dict[int, int]:
+    latest = DeltaTable(str(table)).version()
+    return {v: DeltaTable(str(table), version=v).to_pyarrow_table().num_rows for v in range(latest + 1)}
+
+
+def test_trash_round_trip_on_local_files(spark, tmp_path):
+    lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
+    orders, events = lake.tables["orders"], lake.tables["events"]
+    before = {t: (_files(t), _every_version(t)) for t in (orders, events)}
+    inventory, audit, trash = inventory_of(spark, lake.bucket_dir, tmp_path), str(tmp_path / "audit"), tmp_path / "trash"
+    settings = {"audit_table": audit, "delete": DeleteSettings(trash=str(trash)), "retain_hours": 0.0,
+                "force_retention": True}
+
+    run = vacuum(spark, inventory, [orders, events], dry_run=False, **settings)
+    deleted = {r["path"]: r["trash_path"] for r in read_audit(spark, audit).where("action = 'deleted'").collect()}
+    assert run.totals()["restorable_files"] == len(deleted) > 4 and "0 delete(s) final" in run.summary()
+    for path, moved in deleted.items():  # moved, not removed: <trash>/<run id>/<path>
+        assert not Path(path.removeprefix("file://")).exists()
+        assert moved == f"file://{trash}/{run.run_id}{path.removeprefix('file://')}"
+        assert Path(moved.removeprefix("file://")).read_bytes() == before[orders if "/orders/" in path else events][0][
+            str(Path(path.removeprefix("file://")).relative_to(orders if "/orders/" in path else events))]
+    with pytest.raises(OSError):
+        _every_version(orders)  # time travel needs them
+    refused = vacuum(spark, inventory, [orders], dry_run=False, audit_table=audit,
+                     delete=DeleteSettings(trash=str(orders / "_trash")))
+    assert refused.tables[0].reason.endswith("lies inside this table: its next vacuum would delete the trash")
+
+    # A writer puts a file at one deleted path of events: restore leaves it, and names it.
+    again = Path(sorted(p for p in deleted if "/events/" in p)[0].removeprefix("file://"))
+    again.parent.mkdir(parents=True, exist_ok=True)
+    again.write_bytes(b"written again")
+    restored = restore(spark, audit, run.run_id, dry_run=False)
+    assert restored.tables == {f"file://{orders}": {"restored": sum("/orders/" in p for p in deleted)},
+                               f"file://{events}": {"restored": sum("/events/" in p for p in deleted) - 1,
+                                                    "not_restored": 1}}
+    assert restored.problems == [f"file://{again}: written again since the vacuum: a file is at its path again"]
+    assert (_files(orders), _every_version(orders)) == before[orders]  # byte for byte, every version
+    assert _files(events) == {**before[events][0], str(again.relative_to(events)): b"written again"}
+    assert {str(p.relative_to(trash)) for p in trash.rglob("*") if p.is_file()} == {
+        f"{run.run_id}{again}"}  # only the one left alone; emptied folders pruned
+
+    purged = purge(spark, audit, 1, dry_run=False, now_ms=_now_ms() + 2 * DAY_MS)
+    assert purged.tables == {f"file://{events}": {"purged": 1}} and purged.ok
+    assert not list(trash.iterdir())  # the run's folder went with its last file
+    answers = {a.path: (a.status, a.detail) for a in ErasureEvidence(spark, ErasureOptions(
+        audit, inventory, tables=[str(orders), str(events)])).execute(paths=list(deleted)).answers}
+    assert answers[f"file://{again}"][0] == "erased" and f"by purge run {purged.run_id}" in answers[f"file://{again}"][1]
+    assert {status for path, (status, _) in answers.items() if path != f"file://{again}"} == {"restored"}

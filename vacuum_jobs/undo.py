@@ -1,0 +1,398 @@
+"""Undoing a vacuum's deletes, then finishing them: ``restore`` and ``purge``.
+
+On a versioned S3 bucket a vacuum's delete only adds a delete marker; the audit records it
+and the version it hides (``delete_marker_id``, ``version_id``). ``restore`` removes exactly
+the markers one run added, so each file is back, byte for byte, under its original version
+id. ``purge`` deletes for good the versions that vacuum runs hid more than N days ago and
+that nothing restored: only then are the bytes erased. With a trash folder (local disks,
+HDFS, ABFS: ``--trash``) the same two steps move a file back from ``trash_path``, or delete
+it there; a file written at its path since is left alone. On S3 each acts on a key only
+while it still looks as the run left it, checked against the key's version listing just before:
+
+- restore: the run's marker is still the key's latest version. A key written or deleted
+  again since is left alone (``not_restored``, with why).
+- purge: the hidden version is not the key's current version again (restored by hand), so
+  purging never removes a current object. A version already gone (a lifecycle rule expired
+  it) is ``already_absent``.
+
+A check and its delete are two requests: a writer racing between them can at worst see its
+own new version stay current (restore) or a hand restore of that instant undone (purge).
+Both are dry runs unless applied; an applied one appends its rows to the audit table, each
+naming the vacuum run it acts on (``source_run_id``). Other deletes (unversioned S3 buckets,
+other stores without ``--trash``) were final and are reported as ``not_restored``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from lakeio import uris
+from lakeio.audit import AuditAction, RunTable, append_run, read_audit
+from lakeio.delta_read import TableNotFound
+from lakeio.shapes import OUTCOMES
+from lakeio.spark import step_announcer
+from lakeio.storage import Storage
+from lakeio.text import first_line
+from lakeio.times import MS_PER_HOUR, iso_utc
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target, prune_empty_folders
+
+log = logging.getLogger(__name__)
+
+PROBLEM_SAMPLE = 100  # keys left alone or failed, named in the report (the audit names every one)
+
+
+class UndoError(Exception):
+    """Nothing to act on: no audit table, or no such run in it."""
+
+
+@dataclass
+class UndoOptions:
+    """What a restore or purge acts on, and how."""
+
+    audit_table: str
+    tables: Sequence[str] | None = None  # default: every table of the run (restore) or the audit (purge)
+    dry_run: bool = True  # acting is said out loud: dry_run=False
+    delete: DeleteSettings = field(default_factory=DeleteSettings)  # endpoint, pace, retries
+    now_ms: int | None = None  # for tests
+
+
+@dataclass
+class UndoReport:
+    command: str  # "restore" or "purge"
+    run_id: str
+    started_at: str
+    dry_run: bool
+    acts_on: str  # which deletes: "vacuum run R", or "deletes older than N day(s)"
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)  # per table: files per outcome
+    problems: list[str] = field(default_factory=list)  # sample of keys left alone or failed: "path: why"
+    warnings: list[str] = field(default_factory=list)  # lifecycle rules that expire versions first
+
+    @property
+    def ok(self) -> bool:
+        return not any(n for counts in self.tables.values() for action, n in counts.items() if action in _LEFT_ALONE)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def summary(self) -> str:
+        mode = "DRY RUN: nothing changed" if self.dry_run else "applied"
+        lines = [f"{self.command} run {self.run_id} ({mode}) of {self.acts_on}, at {self.started_at}"]
+        for table, counts in sorted(self.tables.items()):
+            lines.append(f"  {table}: " + ", ".join(f"{n:,} {action}" for action, n in sorted(counts.items())))
+        if not self.tables:
+            lines.append("  nothing to do")
+        lines += [f"  left alone: {problem}" for problem in self.problems]
+        lines += [f"warning: {warning}" for warning in self.warnings]
+        return "\n".join(lines)
+
+
+# Outcomes that make a run exit 1: a key left alone, or a request that failed.
+_LEFT_ALONE = (AuditAction.NOT_RESTORED, AuditAction.NOT_PURGED, AuditAction.FAILED)
+
+
+def restore(spark: SparkSession, audit_table: str, run_id: str, **settings: Any) -> UndoReport:
+    """Bring back every file vacuum run ``run_id`` deleted, by removing the delete markers it added
+    (versioned S3 buckets) or moving files back from its trash; only ``dry_run=False`` acts.
+    ``settings``: :class:`UndoOptions`."""
+    return Undo(spark, UndoOptions(audit_table, **settings)).restore(run_id)
+
+
+def purge(spark: SparkSession, audit_table: str, older_than_days: float, **settings: Any) -> UndoReport:
+    """Erase for good the versions (or trash copies) vacuum runs kept more than ``older_than_days``
+    ago that nothing restored; only ``dry_run=False`` acts. ``settings``: :class:`UndoOptions`."""
+    return Undo(spark, UndoOptions(audit_table, **settings)).purge(older_than_days)
+
+
+class Undo:
+    """One action per command: select the deletes from the audit, check each key, act, record."""
+
+    def __init__(self, spark: SparkSession, options: UndoOptions):
+        self.spark = spark
+        self.options = options
+        self.progress = step_announcer(spark, log)
+
+    def restore(self, run_id: str) -> UndoReport:
+        now_ms, audit = self._start()
+        of_run = audit.where(F.col("run_id") == run_id)
+        if not of_run.take(1):
+            raise UndoError(f"{self.options.audit_table}: no vacuum run {run_id!r} in the audit table")
+        deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & (F.col("action") == AuditAction.DELETED.value)))
+        undone = audit.where((F.col("source_run_id") == run_id) & (F.col("action") == AuditAction.RESTORED.value))
+        selected = deleted.join(undone.select("path"), "path", "left_anti").withColumn("source_run_id", F.lit(run_id))
+        report = self._report("restore", now_ms, f"vacuum run {run_id}")
+        return self._run(report, selected, AuditAction.RESTORED, now_ms, None)
+
+    def purge(self, older_than_days: float) -> UndoReport:
+        if not older_than_days >= 0:
+            raise ValueError("older_than_days must be >= 0")
+        now_ms, audit = self._start()
+        before_ms = now_ms - int(older_than_days * 24 * MS_PER_HOUR)
+        hidden = self._in_scope(audit.where(
+            (F.col("action") == AuditAction.DELETED.value) & F.coalesce("delete_marker_id", "trash_path").isNotNull()
+            & (F.unix_millis("timestamp") < before_ms)))
+        finished = audit.where(F.col("action").isin(AuditAction.RESTORED.value, AuditAction.PURGED.value,
+                                                    AuditAction.ALREADY_ABSENT.value)
+                               & F.col("source_run_id").isNotNull())
+        selected = hidden.withColumn("source_run_id", F.col("run_id")).join(
+            finished.select("path", "source_run_id"), ["path", "source_run_id"], "left_anti")
+        report = self._report("purge", now_ms, f"deletes older than {older_than_days:g} day(s), before "
+                                               f"{iso_utc(before_ms)}")
+        return self._run(report, selected, AuditAction.PURGED, now_ms, older_than_days)
+
+    def _start(self) -> tuple[int, DataFrame]:
+        now_ms = self.options.now_ms or int(time.time() * 1000)
+        try:
+            return now_ms, read_audit(self.spark, self.options.audit_table)
+        except TableNotFound:
+            raise UndoError(f"{self.options.audit_table}: no audit table there") from None
+
+    def _in_scope(self, rows: DataFrame) -> DataFrame:
+        if self.options.tables is None:
+            return rows
+        roots = [uris.canonical(uris.to_uri(t)) for t in self.options.tables]
+        return rows.where(F.col("table_root").isin(roots))
+
+    def _report(self, command: str, now_ms: int, acts_on: str) -> UndoReport:
+        return UndoReport(command, str(uuid.uuid4()), iso_utc(now_ms), self.options.dry_run, acts_on)
+
+    def _run(self, report: UndoReport, selected: DataFrame, done: AuditAction, now_ms: int,
+             undo_window_days: float | None) -> UndoReport:
+        rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
+                               "trash_path", "source_run_id")
+        self.progress(f"checking the files to {report.command}")
+        settings = replace(self.options.delete, purge_versions=True)
+        slices = max(1, self.spark.sparkContext.defaultParallelism)
+        dry_run, pace = self.options.dry_run, settings.keys_per_second / slices
+        scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
+        outcomes = self.spark.createDataFrame(rows.where(scheme.isin("s3", "file")).repartition(slices).rdd.mapPartitions(
+            lambda part: _act(part, done, settings, pace, dry_run)), _UNDONE)
+        elsewhere = rows.where(~scheme.isin("s3", "file"))
+        if elsewhere.take(1):  # Hadoop stores: from the driver
+            outcomes = outcomes.unionByName(self.spark.createDataFrame(list(_act(
+                elsewhere.toLocalIterator(), done, settings, pace, dry_run, Storage(self.spark))), _UNDONE))
+        outcomes = outcomes.localCheckpoint(eager=True)
+        for row in outcomes.groupBy("table_root", "action").count().collect():
+            report.tables.setdefault(row["table_root"], {})[row["action"]] = row["count"]
+        for row in outcomes.where(F.col("action").isin(*[a.value for a in _LEFT_ALONE])).orderBy("path").limit(
+                PROBLEM_SAMPLE).collect():
+            report.problems.append(f"{row['path']}: {row['error']}")
+        report.warnings = _lifecycle_warnings(settings, report.tables, undo_window_days)
+        if not self.options.dry_run and report.tables:
+            self.progress(f"recording {self.options.audit_table}")
+            self._record(report, outcomes, done, now_ms, undo_window_days)
+        return report
+
+    def _record(self, report: UndoReport, outcomes: DataFrame, done: AuditAction, now_ms: int,
+                undo_window_days: float | None) -> None:
+        """One audit run per source vacuum run, so that every row names the run it acts on."""
+        table_action = AuditAction.TABLE_RESTORED if done is AuditAction.RESTORED else AuditAction.TABLE_PURGED
+        window = None if undo_window_days is None else float(undo_window_days) * 24
+        for (source,) in outcomes.select("source_run_id").distinct().collect():
+            of_source = outcomes.where(F.col("source_run_id") == source)
+            counts: dict[str, list[str]] = {}
+            for row in of_source.groupBy("table_root", "action").count().collect():
+                counts.setdefault(row["table_root"], []).append(f"{row['count']:,} {row['action']}")
+            tables = [RunTable(root, table_action, ", ".join(sorted(parts)), None, window)
+                      for root, parts in sorted(counts.items())]
+            append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
+                       of_source.select(*OUTCOMES.columns), source_run_id=source)
+
+
+_UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
+
+
+def _act(rows: Iterable, done: AuditAction, settings: DeleteSettings, keys_per_second: float, dry_run: bool,
+         files: Files | None = None) -> Iterator[tuple]:
+    """One task's share (or the driver's, for Hadoop stores: ``files``). Files in a trash folder are
+    moved back or deleted one by one; on S3 each key's versions are checked, then the marker
+    (restore) or the hidden version (purge) of those still as the run left them is deleted, in
+    batched ``DeleteObjects``."""
+    files = files or LocalFiles()
+    deleter, lister = S3BatchDeleter(settings, keys_per_second=keys_per_second), None
+    ready: dict[Target, Any] = {}
+    for row in rows:
+        if row["trash_path"]:
+            yield _outcome(row, *_from_trash(row, done, files, dry_run))
+            continue
+        try:
+            lister = lister or _listing_client(settings)
+            verdict = (_check_restore if done is AuditAction.RESTORED else _check_purge)(row, lister)
+        except Exception as exc:
+            yield _outcome(row, AuditAction.FAILED, f"listing the key's versions: {first_line(exc, 200)}")
+            continue
+        if isinstance(verdict, tuple):
+            yield _outcome(row, *verdict)
+        elif dry_run:
+            yield _outcome(row, AuditAction.WOULD_RESTORE if done is AuditAction.RESTORED else AuditAction.WOULD_PURGE)
+        else:
+            ready[Target(row["table_root"], row["path"], row["length"], row["modificationTime"], (verdict,))] = row
+    for result in deleter.delete(list(ready)):
+        row = ready[result.target]
+        yield (_outcome(row, done, None, result.at_ms) if result.action is AuditAction.DELETED
+               else _outcome(row, AuditAction.FAILED, result.error, result.at_ms))
+
+
+def _outcome(row, action: AuditAction, why: str | None = None, at_ms: int | None = None) -> tuple:
+    """A row of ``_UNDONE``: the vacuum's row, with what this run did to it."""
+    return (row["table_root"], row["path"], row["length"], row["modificationTime"], action.value, why,
+            at_ms or int(time.time() * 1000), row["version_id"], row["delete_marker_id"], row["trash_path"],
+            row["source_run_id"])
+
+
+class Files(Protocol):
+    def exists(self, uri: str) -> bool: ...
+    def move(self, uri: str, to: str) -> bool: ...
+    def delete(self, uri: str, recursive: bool = False) -> bool: ...
+
+
+class LocalFiles:
+    """The few file operations a trash needs, on an executor's local disk (Storage's, on the driver)."""
+
+    def exists(self, uri: str) -> bool:
+        return os.path.lexists(uris.local_path(uri))
+
+    def move(self, uri: str, to: str) -> bool:
+        """Never over a file at ``to``: a link fails where one exists, then the old name goes."""
+        source, target = uris.local_path(uri), uris.local_path(to)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(source, target)
+        os.remove(source)
+        return True
+
+    def delete(self, uri: str, recursive: bool = False) -> bool:
+        os.remove(uris.local_path(uri))
+        return True
+
+
+def _from_trash(row, done: AuditAction, files: Files, dry_run: bool) -> tuple[AuditAction, str | None]:
+    """Move a file back from the trash (restore) or delete it there (purge), unless it is not as the run left it."""
+    path, trash = row["path"], row["trash_path"]
+    try:
+        if done is AuditAction.RESTORED:
+            if files.exists(path):
+                return AuditAction.NOT_RESTORED, "written again since the vacuum: a file is at its path again"
+            if not files.exists(trash):
+                return AuditAction.NOT_RESTORED, f"no longer in the trash ({trash}): purged?"
+            if not dry_run:
+                files.move(trash, path)
+        else:
+            if not files.exists(trash):
+                return AuditAction.ALREADY_ABSENT, f"no longer in the trash ({trash})"
+            if not dry_run:
+                files.delete(trash)
+    except Exception as exc:
+        return AuditAction.FAILED, first_line(exc, 200)
+    if dry_run:
+        return (AuditAction.WOULD_RESTORE if done is AuditAction.RESTORED else AuditAction.WOULD_PURGE), None
+    if isinstance(files, LocalFiles):  # run folders emptied by the move go too
+        run_folder = trash[:trash.index(f"/{row['source_run_id']}/") + len(row["source_run_id"]) + 1]
+        prune_empty_folders(os.path.dirname(uris.local_path(trash)), os.path.dirname(uris.local_path(run_folder)))
+    return done, None
+
+
+# A check's verdict: the version id to delete, or (action, why) for a key left alone.
+Verdict = str | tuple[AuditAction, str]
+
+
+def _check_restore(row, client) -> Verdict:
+    """The run's delete marker, to remove; or why the key is left alone."""
+    if row["delete_marker_id"] is None:
+        return (AuditAction.NOT_RESTORED, "the delete was final: no delete marker or trash recorded (the store "
+                                          "keeps no versions, and the run had no --trash)")
+    versions = _key_versions(client, row["path"])
+    latest = next((v for v in versions if v["IsLatest"]), None)
+    if latest is None:
+        return (AuditAction.NOT_RESTORED, "the key holds no version any more (purged, or expired by a lifecycle "
+                                          "rule)")
+    if latest["VersionId"] != row["delete_marker_id"]:
+        what = "deleted again" if latest["marker"] else "written again"
+        return (AuditAction.NOT_RESTORED, f"{what} since the vacuum: {latest['VersionId']} is the latest "
+                                          f"version, not its delete marker {row['delete_marker_id']}")
+    if row["version_id"] and not any(v["VersionId"] == row["version_id"] for v in versions):
+        return (AuditAction.NOT_RESTORED, f"the version it hid ({row['version_id']}) is gone (purged, or expired "
+                                          "by a lifecycle rule)")
+    return row["delete_marker_id"]
+
+
+def _check_purge(row, client) -> Verdict:
+    """The version the delete hid, to erase; or why the key is left alone."""
+    hidden = row["version_id"]
+    if hidden is None:
+        return (AuditAction.NOT_PURGED, "the version the delete hid is not recorded (the inventory listed no "
+                                        "version id): expire it with a lifecycle rule")
+    versions = {v["VersionId"]: v for v in _key_versions(client, row["path"])}
+    if hidden not in versions:
+        return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
+                                            "or deleted by another tool)")
+    if versions[hidden]["IsLatest"]:
+        return (AuditAction.NOT_PURGED, f"version {hidden} is current again (restored outside this tool): "
+                                        "not erased")
+    return hidden
+
+
+def _listing_client(settings: DeleteSettings):
+    """A client for the version listings, with botocore's own retries (reads are not paced)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=settings.endpoint_url, config=Config(
+        retries={"mode": "standard", "max_attempts": settings.max_attempts}, read_timeout=settings.read_timeout_seconds))
+
+
+def _key_versions(client, path: str) -> list[dict]:
+    """Every version and delete marker of exactly this key (``marker`` says which)."""
+    bucket, _, key = path[len("s3://"):].partition("/")
+    found: list[dict] = []
+    params = {"Bucket": bucket, "Prefix": key}
+    while True:
+        page = client.list_object_versions(**params)
+        found += [dict(v, marker=False) for v in page.get("Versions", []) if v["Key"] == key]
+        found += [dict(m, marker=True) for m in page.get("DeleteMarkers", []) if m["Key"] == key]
+        if not page.get("IsTruncated") or page.get("NextKeyMarker") != key:
+            return found
+        params.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
+
+
+def _lifecycle_warnings(settings: DeleteSettings, tables: dict[str, dict[str, int]],
+                        undo_window_days: float | None) -> list[str]:
+    """Lifecycle rules that expire noncurrent versions of these tables: reported, not fought.
+    Earlier than a purge's undo window, they end restores before it does."""
+    warnings: list[str] = []
+    by_bucket: dict[str, list[str]] = {}
+    for root in tables:
+        if uris.scheme_of(root) == "s3":
+            bucket, _, prefix = root[len("s3://"):].partition("/")
+            by_bucket.setdefault(bucket, []).append(prefix + "/")
+    if not by_bucket:
+        return warnings
+    client = _listing_client(settings)
+    for bucket, prefixes in sorted(by_bucket.items()):
+        try:
+            rules = client.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", [])
+        except Exception as exc:
+            if "NoSuchLifecycleConfiguration" not in str(exc):
+                warnings.append(f"s3://{bucket}: cannot read its lifecycle rules ({first_line(exc, 160)})")
+            continue
+        for rule in rules:
+            days = (rule.get("NoncurrentVersionExpiration") or {}).get("NoncurrentDays")
+            scope = rule.get("Filter", {}).get("Prefix", rule.get("Prefix", ""))
+            if rule.get("Status") != "Enabled" or days is None or not any(
+                    p.startswith(scope) or scope.startswith(p) for p in prefixes):
+                continue
+            earlier = (f", before this purge's {undo_window_days:g}-day undo window ends: deletes older than "
+                       f"{days} day(s) can no longer be restored" if undo_window_days is not None
+                       and days < undo_window_days else "")
+            warnings.append(f"s3://{bucket}: lifecycle rule {rule.get('ID', '(no id)')!r} (prefix {scope!r}) "
+                            f"expires noncurrent versions {days} day(s) after a delete{earlier}")
+    return warnings
