@@ -34,13 +34,14 @@ from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import (
     Claim,
     IncompatibleTable,
+    check_target,
     deltalake_uri,
     held_claims,
     partition_folder,
     partition_string,
     write_delta,
 )
-from lakeio.spark import step_announcer
+from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
@@ -152,12 +153,14 @@ class IngestInventory:
             raise ValueError("keep_days must be at least 1")
         self.keep_days = keep_days
         self.progress = step_announcer(spark, log)
+        check_workers(spark)
 
     def execute(self, manifest_uris: list[str]) -> IngestResult:
         started = time.monotonic()
         result = IngestResult(self.inventory_table, [])
         manifests = self._load_manifests(list(dict.fromkeys(uris.to_uri(u) for u in manifest_uris)), result)
         manifests = self._not_into_an_earlier_layout(manifests, result)
+        manifests = self._into_a_table_of_ours(manifests, result)
         manifests = self._newest_per_partition(manifests, result)
         manifests = self._against_table(manifests, result)
         manifests = self._within_keep_days(manifests, result)
@@ -193,6 +196,19 @@ class IngestInventory:
                        f"--inventory-table NEW --migrate-from {self.inventory_table}, then ingest into NEW")
             for m in manifests:
                 self._refuse(result, m.uri, DeliveryError(m.uri, problem), m)
+            return []
+        return manifests
+
+    def _into_a_table_of_ours(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
+        """A target that is not empty and not an inventory table is refused from its log alone,
+        before any delivery is verified or read."""
+        if not manifests:
+            return manifests
+        try:
+            check_target(self.spark, INVENTORY_SCHEMA, self.inventory_table, PARTITION_COLUMNS)
+        except IncompatibleTable as exc:
+            for m in manifests:
+                self._refuse(result, m.uri, exc, m)  # the table's fault: named as the write would name it
             return []
         return manifests
 
@@ -448,7 +464,8 @@ class IngestInventory:
         except Exception:
             return None
 
-    def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError, manifest: Manifest | None = None) -> None:
+    def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError | IncompatibleTable,
+                manifest: Manifest | None = None) -> None:
         log.warning("refused %s", exc)
         result.deliveries.append(self._outcome(manifest, "refused", uri=uri, error=str(exc)))
 

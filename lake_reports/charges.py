@@ -49,7 +49,7 @@ from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
 from lakeio.deltalog.references import needed_elsewhere
 from lakeio.deltalog.replay import Replay, read_logs
-from lakeio.spark import step_announcer
+from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -260,6 +260,7 @@ class Chargeback:
         self.spark = spark
         self.options = options
         self.progress = step_announcer(spark, log)
+        check_workers(spark)
 
     def execute(self) -> ChargebackResult:
         started = time.monotonic()

@@ -60,7 +60,7 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_logs
 from lakeio.shapes import of_tables
-from lakeio.spark import step_announcer
+from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
@@ -278,6 +278,7 @@ class ErasureEvidence:
         self.spark = spark
         self.options = options
         self.progress = step_announcer(spark, log)
+        check_workers(spark)
         self.storage = Storage(spark)
 
     def execute(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> ErasureReport:

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio.delta_read import read_delta
-from lakeio.delta_write import write_delta
+from lakeio.delta_write import check_target, write_delta
 from lakeio.shapes import OUTCOMES
 from lakeio.text import StrEnum
 
@@ -30,6 +30,7 @@ AUDIT_COLUMNS = (
     "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
     "version_id string, delete_marker_id string, trash_path string, source_run_id string"
 )
+AUDIT_PARTITIONS = ("run_date",)
 LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id")  # null in rows written before them
 
 
@@ -90,6 +91,12 @@ class RunTable:
     retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
 
 
+def check_audit_table(spark: SparkSession, audit_table: str) -> None:
+    """Raise delta_write.IncompatibleTable unless ``audit_table`` can take a run's rows (empty, or
+    an audit table of ours): checked before a run changes anything, so that nothing goes unrecorded."""
+    check_target(spark, spark.createDataFrame([], AUDIT_COLUMNS).schema, audit_table, AUDIT_PARTITIONS)
+
+
 def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: int, tables: Sequence[RunTable],
                outcomes: DataFrame | None, inventory_date: date | None = None,
                source_run_id: str | None = None) -> None:
@@ -111,7 +118,7 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
             F.lit(source_run_id).cast("string").alias("source_run_id"),
         ))
-    write_delta(rows, audit_table, ["run_date"], [{"run_date": started.date().isoformat()}], mode="append")
+    write_delta(rows, audit_table, AUDIT_PARTITIONS, [{"run_date": started.date().isoformat()}], mode="append")
 
 
 def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Literal
 from urllib.parse import quote, unquote
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -129,7 +129,7 @@ def write_delta(
     table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
-    added = _check_target(df, table_uri, partition_by)
+    added = _check_target(df.sparkSession, df.schema, table_uri, partition_by, evolve=True)
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
     with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
         if use_delta_jars:
@@ -174,16 +174,24 @@ def _claim_transactions(partition_by: Sequence[str], claims: Mapping[PartitionKe
     return found
 
 
-def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) -> tuple[str, ...]:
-    """Refuse a target that is not empty and not a compatible Delta table; add the columns
-    an older table of ours lacks (explicitly, in their own commit) and name them."""
+def check_target(spark: SparkSession, schema: T.StructType, table_uri: str, partition_by: Sequence[str]) -> None:
+    """Raise :class:`IncompatibleTable` unless a write of ``schema`` can go to ``table_uri``: empty,
+    or a Delta table of ours (same partitioning, no column it does not know, none of another type).
+    Reads only the log: callers check before their work, not after it."""
+    _check_target(spark, schema, uris.to_uri(table_uri), partition_by, evolve=False)
+
+
+def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, partition_by: Sequence[str],
+                  evolve: bool) -> tuple[str, ...]:
+    """Refuse a target that is not empty and not a compatible Delta table; with ``evolve``, add the
+    columns an older table of ours lacks (explicitly, in their own commit) and name them."""
     from deltalake import DeltaTable, Field
     from deltalake.exceptions import TableNotFoundError
 
     try:
         table = DeltaTable(deltalake_uri(table_uri))
     except TableNotFoundError:
-        storage = Storage(df.sparkSession)
+        storage = Storage(spark)
         crashed = _crashed_first_commit(storage, table_uri)
         leftovers = [f for f in storage.list(table_uri)
                      if not RUN_FOLDER.match(uris.name(f.uri)) and not (crashed and uris.name(f.uri) == "_delta_log")]
@@ -194,7 +202,7 @@ def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) ->
     if list(table.metadata().partition_columns) != list(partition_by):
         raise IncompatibleTable(f"{table_uri}: partitioned by {list(table.metadata().partition_columns)}, "
                                 f"this write needs {list(partition_by)}")
-    ours = {f.name: f for f in _delta_schema(df).fields}
+    ours = {f.name: f for f in _delta_schema(schema).fields}
     theirs = {f.name: f for f in table.schema().fields}
     foreign = sorted(set(theirs) - set(ours))
     if foreign:
@@ -203,7 +211,7 @@ def _check_target(df: DataFrame, table_uri: str, partition_by: Sequence[str]) ->
     if clashing:
         raise IncompatibleTable(f"{table_uri}: column(s) {clashing} have another type than this write's")
     missing = [n for n in ours if n not in theirs]
-    if missing:
+    if missing and evolve:
         table.alter.add_columns([Field(n, ours[n].type, nullable=True) for n in missing])
     return tuple(missing)
 
@@ -308,7 +316,7 @@ def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
     properties = CommitProperties(app_transactions=_claim_transactions(partition_by, claims)) if claims else None
     for hook in BEFORE_COMMIT:
         hook(table_uri)
-    schema = _delta_schema(df)
+    schema = _delta_schema(df.schema)
     try:
         if table is None:
             create_table_with_add_actions(deltalake_uri(table_uri), schema, adds, mode="error",
@@ -352,11 +360,11 @@ def _clear_dead_runs(storage: Storage, table_uri: str) -> None:
             storage.delete(uris.join(folder.uri, "_temporary"), recursive=True)
 
 
-def _delta_schema(df: DataFrame):
+def _delta_schema(schema: T.StructType):
     import pyarrow as pa
     from deltalake import Schema
 
-    return Schema.from_arrow(pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in df.schema]))
+    return Schema.from_arrow(pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema]))
 
 
 def _arrow_type(dtype: T.DataType):

@@ -179,6 +179,57 @@ def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str
 PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports")
 
 
+class WorkerPythonError(RuntimeError):
+    """Spark's Python workers cannot run this project's code."""
+
+
+_WORKERS_CHECKED: set[str] = set()  # applications whose workers import the project
+
+
+def check_workers(spark: SparkSession) -> None:
+    """Once per application: Spark's Python workers can import this project, before a job needs
+    them to. A notebook's or script's own session often starts the system ``python3`` on its
+    workers, where a task would fail deep inside a job (``ModuleNotFoundError: inventory_etl``).
+    Where only the project's own packages are missing they are shipped (as ``get_spark`` does on
+    a cluster); anything else raises :class:`WorkerPythonError` saying what to set."""
+    context = spark.sparkContext
+    if context.applicationId in _WORKERS_CHECKED:
+        return
+    missing, problem = _probe_workers(context)
+    if missing in PROJECT_PACKAGES:
+        _ship_project(spark)
+        missing, problem = _probe_workers(context)
+    if problem:
+        raise WorkerPythonError(
+            f"Spark's Python workers {problem}. Start the session with the Python that has lake-housekeeping "
+            f"installed: PYSPARK_PYTHON={sys.executable} in the environment before the session starts "
+            "(os.environ[\"PYSPARK_PYTHON\"] = sys.executable ahead of SparkSession.builder); on a cluster, "
+            "install the package on the executors")
+    _WORKERS_CHECKED.add(str(context.applicationId))
+
+
+def _probe_workers(context: SparkContext) -> tuple[str | None, str | None]:
+    """(the module a worker cannot import, what went wrong), or (None, None). One task."""
+    packages = PROJECT_PACKAGES
+
+    def probe(_):  # nested, so that it travels by value: a worker that lacks our packages can run it
+        import importlib
+        import sys as worker
+
+        for name in packages:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # the module missing, which may be one this package imports
+                found = f"run {worker.executable} (Python {worker.version.split()[0]})"
+                return getattr(exc, "name", None) or name, f"{found}, which cannot import {name}: {exc!r}"
+        return None, None
+
+    try:
+        return context.parallelize([0], 1).map(probe).first()
+    except Exception as exc:
+        return None, f"do not start ({str(exc).strip().splitlines()[0][:300]})"
+
+
 def _ship_project(spark: SparkSession) -> None:
     """Executors on a cluster run our Python code too (deletes, row checks): send them this project's packages.
 

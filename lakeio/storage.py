@@ -130,11 +130,14 @@ class Storage:
         return bool(self._fs(path).delete(path, recursive))
 
     def move(self, uri: str, to: str) -> bool:
-        """Rename a file, creating ``to``'s folder; False when ``uri`` is gone. ``to`` must not exist."""
+        """Rename a file, creating ``to``'s folder; False when ``uri`` is gone. Never over a file at
+        ``to`` (Hadoop's local file system would replace it; HDFS would refuse)."""
         source, target = self._path(uri), self._path(to)
         fs = self._fs(source)
         if not fs.exists(source):
             return False
+        if fs.exists(target):
+            raise FileExistsError(f"cannot move {uri} to {to}: a file is there")
         fs.mkdirs(target.getParent())
         if not fs.rename(source, target):
             raise OSError(f"cannot move {uri} to {to} (does it exist already, or lie on another file system?)")

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from lakeio.audit import AuditAction
+from lakeio.storage import Storage
 from tests.s3_faults import FaultyS3
 from vacuum_jobs.deleter import (
     DeleteSettings,
@@ -14,6 +15,7 @@ from vacuum_jobs.deleter import (
     Target,
     delete_local,
     delete_planned,
+    delete_with_hadoop,
 )
 
 
@@ -237,3 +239,27 @@ def test_a_retried_delete_task_records_what_its_lost_attempt_deleted(tmp_path):
 def test_batch_size_is_bounded_by_s3s_limit():
     with pytest.raises(ValueError):
         DeleteSettings(batch_size=1001)
+
+
+def test_hadoop_stores_move_files_into_the_trash_and_never_over_a_file(spark, tmp_path):
+    """The driver's path for HDFS and ABFS, on Hadoop's own local file system."""
+    storage = Storage(spark)
+    folder = tmp_path / "t" / "p=1"
+    folder.mkdir(parents=True)
+    (folder / "a.parquet").write_bytes(b"rows")
+    target = Target(f"file://{tmp_path}/t", f"file://{folder}/a.parquet", 4, 0)
+    trash = f"file://{tmp_path}/trash"
+
+    (moved,) = delete_with_hadoop(storage, [target], "run-1", trash)
+    assert (moved.action, moved.trash_path) == (AuditAction.DELETED, f"{trash}/run-1{folder}/a.parquet")
+    assert (tmp_path / f"trash/run-1{folder}/a.parquet").read_bytes() == b"rows"
+    assert not (folder / "a.parquet").exists()
+    (again,) = delete_with_hadoop(storage, [target], "run-1", trash)
+    assert (again.action, again.trash_path) == (AuditAction.ALREADY_ABSENT, None)
+
+    (folder / "a.parquet").write_bytes(b"written again")
+    with pytest.raises(FileExistsError, match="a file is there"):
+        storage.move(moved.trash_path, target.path)
+    assert (folder / "a.parquet").read_bytes() == b"written again"
+    (folder / "a.parquet").unlink()
+    assert storage.move(moved.trash_path, target.path) and (folder / "a.parquet").read_bytes() == b"rows"

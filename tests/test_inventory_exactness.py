@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import date, datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -164,11 +165,16 @@ def _partitioned_the_old_way(target):
     (_partitioned_the_old_way, "written by an earlier release, partitioned by inventory_date, bucket; copy it once"),
 ])
 def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp_path, target, problem):
+    """Refused before any delivery is verified or read: its data files are never opened (here they are gone)."""
     table = tmp_path / "inv"
     target(table)
     before = sorted(p.relative_to(table) for p in table.rglob("*"))
+    manifest = deliver(tmp_path / "dest")
+    for data in Path(manifest).parent.parent.rglob("*"):
+        if data.is_file() and data.suffix not in (".json", ".checksum"):
+            data.unlink()
 
-    result = ingest(spark, table, [deliver(tmp_path / "dest")])
+    result = ingest(spark, table, [manifest])
 
     assert result.deliveries[0].status == "refused" and problem in result.deliveries[0].error
     assert sorted(p.relative_to(table) for p in table.rglob("*")) == before

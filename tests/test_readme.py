@@ -1,7 +1,8 @@
-"""The README's Python API example, run as written on the demo lake."""
+"""The README's commands and Python API example, run or parsed as written."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -23,26 +24,63 @@ def python_block(heading: str) -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+# Runs the README's Python API block as written, in a fresh process, and prints what the tests check.
+_RUN_EXAMPLE = """
+import json, sys
+names = json.loads(sys.argv[2])
+exec(compile(open(sys.argv[1]).read(), "README.md", "exec"), names)
+plan, done = names["plan"], names["done"]
+print(json.dumps({
+    "planned": [[t.status, t.counts.candidate_files, t.counts.deleted_files] for t in plan.tables],
+    "would_delete": plan.outcomes.where("action = 'would_delete'").count(),
+    "done": sorted([t.table, t.status, t.counts.deleted_files] for t in done.tables),
+    "balanced": names["charges"].balanced, "evidence_tables": len(names["evidence"].tables)}))
+"""
+
+
+def _plain_env() -> dict[str, str]:
+    """The environment of a user's own script: no Python named for Spark's workers, no test settings."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_SUBMIT_ARGS")}
+
+
 @pytest.mark.slow
-def test_the_readme_python_example_runs(spark, tmp_path):
+def test_the_readme_python_example_runs_as_written_in_a_fresh_process(tmp_path):
     lake = build_lake(tmp_path / "demo-lake")
     rows_before = lake.row_counts()
     manifest = write_delivery(str(tmp_path / "deliveries"), "demo-lake", "daily",
                               objects_in_folder(str(lake.bucket_dir)), datetime.now(timezone.utc))
-    names = {"spark": spark, "inventory": str(tmp_path / "inventory"), "manifest": manifest,
-             "lake": f"file://{lake.bucket_dir}", "roots": {"demo-lake": str(lake.bucket_dir)},
-             "audit": str(tmp_path / "audit")}
+    names = {"inventory": str(tmp_path / "inventory"), "manifest": manifest, "lake": f"file://{lake.bucket_dir}",
+             "roots": {"demo-lake": str(lake.bucket_dir)}, "audit": str(tmp_path / "audit")}
+    block = tmp_path / "example.py"
+    block.write_text(python_block("## Python API"))
 
-    exec(compile(python_block("## Python API"), str(README), "exec"), names)
+    done = subprocess.run([sys.executable, "-c", _RUN_EXAMPLE, str(block), json.dumps(names)], cwd=tmp_path,
+                          env=_plain_env(), capture_output=True, text=True, timeout=600)
 
-    plan, done = names["plan"], names["done"]
-    assert [t.status for t in plan.tables] == ["dry_run"]
-    assert plan.tables[0].counts.candidate_files > 0 and plan.tables[0].counts.deleted_files == 0
-    assert plan.outcomes.where("action = 'would_delete'").count() == plan.tables[0].counts.candidate_files
-    assert sorted(Path(t.table).name for t in done.tables) == ["orders", "orders_backup"]
-    assert {t.status for t in done.tables} == {"vacuumed"} and sum(t.counts.deleted_files for t in done.tables) > 0
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    [(status, candidates, deleted)] = facts["planned"]
+    assert status == "dry_run" and candidates > 0 and deleted == 0 and facts["would_delete"] == candidates
+    assert [Path(t).name for t, _, _ in facts["done"]] == ["orders", "orders_backup"]
+    assert {s for _, s, _ in facts["done"]} == {"vacuumed"} and sum(n for _, _, n in facts["done"]) > 0
     assert lake.row_counts() == rows_before
-    assert names["charges"].balanced and names["evidence"].tables
+    assert facts["balanced"] and facts["evidence_tables"]
+
+
+@pytest.mark.slow
+def test_workers_without_the_package_are_named_before_any_job(tmp_path):
+    """A session whose workers start a Python without the libraries: a clear error, nothing done."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    script = ("from pyspark.sql import SparkSession\nimport vacuum_jobs\nspark = SparkSession.builder.getOrCreate()\n"
+              f"vacuum_jobs.vacuum(spark, {str(tmp_path / 'inventory')!r}, [{str(tmp_path / 't')!r}])\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**_plain_env(), "PYSPARK_PYTHON": str(bare / "bin" / "python")})
+    assert done.returncode != 0
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("lakeio.spark.WorkerPythonError: Spark's Python workers run "), error
+    assert f"{bare}/bin/python (Python " in error and "No module named 'pyarrow'" in error, error  # ours were shipped
+    assert f"PYSPARK_PYTHON={sys.executable}" in error
 
 
 @pytest.mark.slow

@@ -220,9 +220,11 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
             str(Path(path.removeprefix("file://")).relative_to(orders if "/orders/" in path else events))]
     with pytest.raises(OSError):
         _every_version(orders)  # time travel needs them
-    refused = vacuum(spark, inventory, [orders], dry_run=False, audit_table=audit,
-                     delete=DeleteSettings(trash=str(orders / "_trash")))
-    assert refused.tables[0].reason.endswith("lies inside this table: its next vacuum would delete the trash")
+    for elsewhere, why in ((str(orders / "_trash"), "lies inside this table: its next vacuum would delete the trash"),
+                           ("hdfs://nn/trash", "is on another file system: moving this table's files there would "
+                                               "copy them")):
+        refused = vacuum(spark, inventory, [orders], delete=DeleteSettings(trash=elsewhere))
+        assert refused.tables[0].status == "refused" and refused.tables[0].reason.endswith(why)
 
     # A writer puts a file at one deleted path of events: restore leaves it, and names it.
     again = Path(sorted(p for p in deleted if "/events/" in p)[0].removeprefix("file://"))

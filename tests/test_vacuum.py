@@ -20,7 +20,7 @@ from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import RunRefused
 from vacuum_jobs.cli import main
 from vacuum_jobs.targets import Discover, TableTarget, from_file
-from vacuum_jobs.undo import restore
+from vacuum_jobs.undo import UndoError, restore
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over built lakes
 
@@ -130,6 +130,21 @@ def test_stale_inventory_refuses_the_run(spark, tmp_path):
         vacuum(spark, inventory, [table], dry_run=True)
     report = vacuum(spark, inventory, [table], dry_run=True, max_inventory_age_hours=24 * 10)
     assert report.tables[0].status == "dry_run"
+
+
+def test_an_audit_table_that_cannot_take_the_run_refuses_it_before_any_delete(spark, tmp_path):
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1]}))
+    write_deltalake(str(table), pa.table({"id": [2]}), mode="overwrite")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    files = sorted(table.rglob("*.parquet"))
+    other = tmp_path / "salaries"
+    write_deltalake(str(other), pa.table({"name": ["a"], "salary": [1]}))
+    with pytest.raises(RunRefused, match=r"partitioned by \[\]") as refused:
+        vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=str(other))
+    assert refused.value.report.tables[0].status == "refused" and sorted(table.rglob("*.parquet")) == files
+    with pytest.raises(UndoError, match=r"partitioned by \[\]"):
+        restore(spark, str(other), "any")
 
 
 def test_inventory_that_does_not_cover_a_table_refuses_it(spark, tmp_path):

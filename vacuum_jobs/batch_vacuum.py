@@ -23,14 +23,15 @@ from pyspark.sql import functions as F
 
 from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio import uris
-from lakeio.audit import AuditAction, TableStatus
+from lakeio.audit import AuditAction, TableStatus, check_audit_table
+from lakeio.delta_write import IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
-from lakeio.spark import step_announcer
+from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -93,6 +94,7 @@ class BatchVacuum:
         self.spark = spark
         self.options = options
         self.progress = step_announcer(spark, log)
+        check_workers(spark)
         self.storage = Storage(spark)
 
     def execute(self, tables: Tables) -> RunReport:
@@ -108,8 +110,10 @@ class BatchVacuum:
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
         try:
+            if self.options.audit_table:
+                check_audit_table(self.spark, self.options.audit_table)
             inventory = self._load_inventory(now_ms)
-        except InventoryUnavailable as refusal:
+        except (IncompatibleTable, InventoryUnavailable) as refusal:
             run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []]
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None

@@ -38,10 +38,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakeio import uris
-from lakeio.audit import AuditAction, RunTable, append_run, read_audit
+from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit
 from lakeio.delta_read import TableNotFound
+from lakeio.delta_write import IncompatibleTable
 from lakeio.shapes import OUTCOMES
-from lakeio.spark import step_announcer
+from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -121,6 +122,7 @@ class Undo:
         self.spark = spark
         self.options = options
         self.progress = step_announcer(spark, log)
+        check_workers(spark)
 
     def restore(self, run_id: str) -> UndoReport:
         now_ms, audit = self._start()
@@ -153,9 +155,12 @@ class Undo:
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = self.options.now_ms or int(time.time() * 1000)
         try:
+            check_audit_table(self.spark, self.options.audit_table)
             return now_ms, read_audit(self.spark, self.options.audit_table)
         except TableNotFound:
             raise UndoError(f"{self.options.audit_table}: no audit table there") from None
+        except IncompatibleTable as exc:
+            raise UndoError(str(exc)) from None
 
     def _in_scope(self, rows: DataFrame) -> DataFrame:
         if self.options.tables is None:
