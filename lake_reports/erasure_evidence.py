@@ -176,8 +176,8 @@ class _Versions:
     rows: tuple  # the key's versions and delete markers (version_id, length, modificationTime, ...)
 
 
-# What a restore or purge run did to a vacuum run's delete: the file back, or its hidden version gone.
-_FINISHING = (AuditAction.RESTORED, AuditAction.PURGED, AuditAction.ALREADY_ABSENT)
+# What a purge run did to a vacuum run's delete: erased what it kept, or found it gone.
+_PURGING = (AuditAction.PURGED, AuditAction.ALREADY_ABSENT)
 
 
 def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _Versions | None,
@@ -485,11 +485,17 @@ class ErasureEvidence:
         if q.table is None:
             return answer("not_in_a_table", "no known Delta table contains this path")
         vacuumed = [r for r in trail if r["source_run_id"] is None]  # restores and purges name their vacuum run
-        deleted = [r for r in vacuumed if r["action"] == AuditAction.DELETED]
+        restores = [r for r in trail if r["action"] == AuditAction.RESTORED]
+        back_at = restores[-1]["at_ms"] if restores else -1
+        # The first delete since the file last came back is its erasure (a re-run deleting it again is not).
+        deleted = [r for r in vacuumed if r["action"] == AuditAction.DELETED and r["at_ms"] > back_at]
         if deleted:
-            last = deleted[-1]
-            finished = [r for r in trail if r["source_run_id"] == last["run_id"] and r["action"] in _FINISHING]
-            return _deleted(answer, last, finished[-1] if finished else None, table, versions, inventory_date)
+            runs = {r["run_id"] for r in deleted}
+            purged = [r for r in trail if r["source_run_id"] in runs and r["action"] in _PURGING]
+            return _deleted(answer, deleted[0], purged[0] if purged else None, table, versions, inventory_date)
+        undone = [r for r in vacuumed if restores and r["run_id"] == restores[-1]["source_run_id"]]
+        if undone:
+            return _deleted(answer, undone[0], restores[-1], table, versions, inventory_date)
         absent = [r for r in vacuumed if r["action"] == AuditAction.ALREADY_ABSENT]
         if absent:
             at = iso_utc(absent[0]["at_ms"])

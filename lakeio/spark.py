@@ -224,10 +224,13 @@ def _probe_workers(context: SparkContext) -> tuple[str | None, str | None]:
                 return getattr(exc, "name", None) or name, f"{found}, which cannot import {name}: {exc!r}"
         return None, None
 
+    context.setJobDescription("checking that Spark's Python workers import lake-housekeeping")
     try:
         return context.parallelize([0], 1).map(probe).first()
     except Exception as exc:
         return None, f"do not start ({str(exc).strip().splitlines()[0][:300]})"
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
 
 
 def _ship_project(spark: SparkSession) -> None:

@@ -258,9 +258,10 @@ def test_html_report_renders_in_headless_chromium(spark, lake, tmp_path):
         assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours, name
 
 
-def _run_row(spark, audit: str, table: Path, path: Path, action: str, error: str | None, at_ms: int) -> str:
+def _run_row(spark, audit: str, table: Path, path: Path, action: str, error: str | None, at_ms: int,
+             run_id: str = "run-failed") -> str:
     """An audit entry as a run on S3 would leave it when a delete fails (local deletes do not fail as root)."""
-    run = RunReport("run-failed", "", "", datetime.now(timezone.utc).date().isoformat(), dry_run=False,
+    run = RunReport(run_id, "", "", datetime.now(timezone.utc).date().isoformat(), dry_run=False,
                     tables=[TableReport(_uri(table), "failed", "1 deletion(s) failed", 0, 168.0)])
     outcomes = spark.createDataFrame([(_uri(table), _uri(path), 1, at_ms, action, error, at_ms, None, None, None)],
                                      OUTCOMES.schema)
@@ -275,6 +276,8 @@ def test_erasure_evidence_per_file_and_per_table(spark, lake, tmp_path):
                  now_ms=run_ms)
     real = vacuum(spark, lake["inventory"], [lake["events"]], dry_run=False, audit_table=audit, now_ms=run_ms)
     assert not lake["c"].exists()
+    # A later run records deleting C again (S3 answers "deleted" for a key already gone): C was erased by the first.
+    _run_row(spark, audit, tmp_path / "rerun", lake["c"], "deleted", None, run_ms + DAY_MS, "run-again")
     asked_ms = run_ms + 5 * DAY_MS
     evidence = ErasureEvidence(spark, ErasureOptions(audit, lake["inventory"], deadline_days=7.0, now_ms=asked_ms))
     report = evidence.execute(
