@@ -78,7 +78,7 @@ def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
     assert previous.to_pyarrow_table().num_rows > 0  # time travel within retention still works
     total = real.totals()
     assert total["deleted_files"] == len(deleted) and total["deleted_bytes"] > 0
-    assert f"undo: 0 deleted file(s) only hidden by a delete marker (python -m vacuum_jobs restore --run-id " \
+    assert f"undo: 0 deleted file(s) kept by a delete marker or the trash (python -m vacuum_jobs restore --run-id " \
            f"{real.run_id} brings them back until a purge erases them); {len(deleted):,} delete(s) final" in real.summary()
     undone = restore(spark, str(audit), real.run_id, dry_run=False)  # a local disk keeps no versions
     assert not undone.ok and {n for counts in undone.tables.values() for n in counts} == {"not_restored"}

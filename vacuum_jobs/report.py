@@ -42,7 +42,7 @@ class TableCounts:
     dir_files: int = 0  # folder markers the inventory lists
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
-    restorable_files: int = 0  # deleted files a delete marker hides (versioned S3): restore can bring them back
+    restorable_files: int = 0  # deleted files a delete marker hides or the trash holds: restore can bring them back
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -141,9 +141,9 @@ class RunReport:
         )
         if t["deleted_files"]:
             final = t["deleted_files"] - t["restorable_files"]
-            lines.append(f"undo: {t['restorable_files']:,} deleted file(s) only hidden by a delete marker "
+            lines.append(f"undo: {t['restorable_files']:,} deleted file(s) kept by a delete marker or the trash "
                          f"(python -m vacuum_jobs restore --run-id {self.run_id} brings them back until a purge "
-                         f"erases them); {final:,} delete(s) final (the store keeps no versions)")
+                         f"erases them); {final:,} delete(s) final (no versions kept, no --trash)")
         return "\n".join(lines)
 
 
