@@ -25,7 +25,9 @@ from inventory_etl.contract import inventory_snapshot
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
 from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
-from lakeio.audit import TableStatus, read_audit
+from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit
+from lakeio.delta_write import write_delta
+from lakeio.shapes import OUTCOMES
 from tests.lakes import inventory_of, vacuum
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.batch_vacuum import _with_versions
@@ -247,3 +249,23 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
         audit, inventory, tables=[str(orders), str(events)])).execute(paths=list(deleted)).answers}
     assert answers[f"file://{again}"][0] == "erased" and f"by purge run {purged.run_id}" in answers[f"file://{again}"][1]
     assert {status for path, (status, _) in answers.items() if path != f"file://{again}"} == {"restored"}
+
+
+def test_an_audit_table_from_before_undo_still_reads_and_gains_the_columns(spark, tmp_path):
+    audit, day = str(tmp_path / "audit"), datetime(2026, 11, 1, tzinfo=timezone.utc)
+    before_undo = ("run_id string, table_root string, table_version long, path string, length long, "
+                   "modificationTime long, action string, error string, timestamp timestamp, inventory_date date, "
+                   "retention_hours double, run_date date")
+    old = spark.createDataFrame([("run-0", "file:///t", 3, "file:///t/a.parquet", 1, 0, "deleted", None, day,
+                                  day.date(), 168.0, day.date())], before_undo)
+    write_delta(old, audit, ["run_date"], [{"run_date": "2026-11-01"}], mode="append")
+
+    undone = restore(spark, audit, "run-0")  # reads the old rows: their deletes were final
+    assert undone.tables == {"file:///t": {"not_restored": 1}} and "the delete was final" in undone.problems[0]
+
+    outcomes = spark.createDataFrame([("s3://b/t", "s3://b/t/c.parquet", 1, 0, "deleted", None, 0, "v1", "m1", None)],
+                                     OUTCOMES.schema)
+    append_run(spark, audit, "run-1", _now_ms(), [RunTable("s3://b/t", AuditAction.TABLE_VACUUMED)], outcomes)
+    assert set(LATER_COLUMNS) <= set(DeltaTable(audit).schema().to_arrow().names)  # gained, in their own commit
+    rows = {r["run_id"]: r for r in read_audit(spark, audit).where("path is not null").collect()}
+    assert (rows["run-0"]["delete_marker_id"], rows["run-1"]["delete_marker_id"]) == (None, "m1")
