@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -191,9 +192,13 @@ def check_workers(spark: SparkSession) -> None:
     them to. A notebook's or script's own session often starts the system ``python3`` on its
     workers, where a task would fail deep inside a job (``ModuleNotFoundError: inventory_etl``).
     Where only the project's own packages are missing they are shipped (as ``get_spark`` does on
-    a cluster); anything else raises :class:`WorkerPythonError` saying what to set."""
+    a cluster); anything else raises :class:`WorkerPythonError` saying what to set. Local workers
+    that run this very interpreter need no check (the job costs a cold process about 3 s)."""
     context = spark.sparkContext
     if context.applicationId in _WORKERS_CHECKED:
+        return
+    if (context.master or "").startswith("local") and _this_interpreter(context.pythonExec):
+        _WORKERS_CHECKED.add(str(context.applicationId))
         return
     missing, problem = _probe_workers(context)
     if missing in PROJECT_PACKAGES:
@@ -206,6 +211,13 @@ def check_workers(spark: SparkSession) -> None:
             "(os.environ[\"PYSPARK_PYTHON\"] = sys.executable ahead of SparkSession.builder); on a cluster, "
             "install the package on the executors")
     _WORKERS_CHECKED.add(str(context.applicationId))
+
+
+def _this_interpreter(command: str | None) -> bool:
+    """Whether ``command`` (PySpark's worker Python) names the driver's interpreter: the same path,
+    not the same binary (a virtualenv's python links to the system one, but its packages differ)."""
+    found = shutil.which(command) if command else None
+    return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
 
 
 def _probe_workers(context: SparkContext) -> tuple[str | None, str | None]:
