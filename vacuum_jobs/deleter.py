@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from lakeio import uris
 from lakeio.audit import AuditAction
@@ -45,6 +46,7 @@ from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
 
 log = logging.getLogger(__name__)
+EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
                              "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
 
@@ -113,21 +115,26 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
         targets = targets.withColumn("version_ids", F.array().cast("array<string>"))
     if "version_id" not in targets.columns:
         targets = targets.withColumn("version_id", F.lit(None).cast("string"))
+    return where_reachable(
+        spark, targets.select(*columns), OUTCOMES.schema,
+        lambda rows, slices: (o.row() for o in _delete_rows(rows, settings, settings.keys_per_second / slices, run_id)),
+        lambda rows: (o.row() for o in delete_with_hadoop(Storage(spark), map(_target, rows), run_id, settings.trash)))
+
+
+def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
+                    per_task: Callable[[Iterable, int], Iterator[tuple]],
+                    on_driver: Callable[[Iterator], Iterator[tuple]]) -> DataFrame:
+    """``rows`` (with a ``path``) acted on where their store is reachable, one ``schema`` row each: S3
+    and local files in one wave of executor tasks (``per_task(rows, slices)``: every task runs at once,
+    none waits for a slot while holding a share of a pace), other stores from the driver through
+    Hadoop (``on_driver``), which Python executors cannot reach."""
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
-    on_executors = targets.where(scheme.isin("s3", "file"))
-    # One wave: every task can run at once, none waits for a slot while holding a share of the pace.
     slices = max(1, spark.sparkContext.defaultParallelism)
-    task_pace = settings.keys_per_second / slices
-    outcomes = on_executors.select(*columns).repartition(slices).rdd.mapPartitions(
-        lambda rows: (o.row() for o in _delete_rows(rows, settings, task_pace, run_id))
-    )
-    result = spark.createDataFrame(outcomes, OUTCOMES.schema)
-    elsewhere = targets.where(~scheme.isin("s3", "file")).select(*columns)
+    result = spark.createDataFrame(rows.where(scheme.isin(*EXECUTOR_SCHEMES)).repartition(slices).rdd.mapPartitions(
+        lambda part: per_task(part, slices)), schema)
+    elsewhere = rows.where(~scheme.isin(*EXECUTOR_SCHEMES))
     if elsewhere.take(1):
-        storage = Storage(spark)
-        driver_rows = [o.row() for o in delete_with_hadoop(
-            storage, (_target(r) for r in elsewhere.toLocalIterator()), run_id, settings.trash)]
-        result = result.unionByName(spark.createDataFrame(driver_rows, OUTCOMES.schema))
+        result = result.unionByName(spark.createDataFrame(list(on_driver(elsewhere.toLocalIterator())), schema))
     return result
 
 
@@ -278,14 +285,14 @@ class S3BatchDeleter:
 
     @staticmethod
     def make_client(endpoint_url: str | None = None,
-                    read_timeout_seconds: float = DeleteSettings.read_timeout_seconds):
-        """A boto3 S3 client without botocore's own retries: ours (below) cover throttling, dropped
-        connections, timeouts and per-key errors alike, and count every attempt against the pace."""
+                    read_timeout_seconds: float = DeleteSettings.read_timeout_seconds, retries: dict | None = None):
+        """A boto3 S3 client, by default without botocore's own retries: ours (below) cover throttling,
+        dropped connections, timeouts and per-key errors alike, and count every attempt against the pace."""
         import boto3
         from botocore.config import Config
 
         return boto3.client("s3", endpoint_url=endpoint_url, config=Config(
-            retries={"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10))
+            retries=retries or {"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10))
 
     @property
     def client(self):

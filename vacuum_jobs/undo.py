@@ -46,7 +46,7 @@ from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target, prune_empty_folders
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target, prune_empty_folders, where_reachable
 
 log = logging.getLogger(__name__)
 
@@ -177,16 +177,12 @@ class Undo:
                                "trash_path", "source_run_id")
         self.progress(f"checking the files to {report.command}")
         settings = replace(self.options.delete, purge_versions=True)
-        slices = max(1, self.spark.sparkContext.defaultParallelism)
-        dry_run, pace = self.options.dry_run, settings.keys_per_second / slices
-        scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
-        outcomes = self.spark.createDataFrame(rows.where(scheme.isin("s3", "file")).repartition(slices).rdd.mapPartitions(
-            lambda part: _act(part, done, settings, pace, dry_run)), _UNDONE)
-        elsewhere = rows.where(~scheme.isin("s3", "file"))
-        if elsewhere.take(1):  # Hadoop stores: from the driver
-            outcomes = outcomes.unionByName(self.spark.createDataFrame(list(_act(
-                elsewhere.toLocalIterator(), done, settings, pace, dry_run, Storage(self.spark))), _UNDONE))
-        outcomes = outcomes.localCheckpoint(eager=True)
+        dry_run, spark = self.options.dry_run, self.spark
+        outcomes = where_reachable(
+            spark, rows, _UNDONE,
+            lambda part, slices: _act(part, done, settings, settings.keys_per_second / slices, dry_run),
+            lambda part: _act(part, done, settings, settings.keys_per_second, dry_run, Storage(spark)),
+        ).localCheckpoint(eager=True)
         for row in outcomes.groupBy("table_root", "action").count().collect():
             report.tables.setdefault(row["table_root"], {})[row["action"]] = row["count"]
         for row in outcomes.where(F.col("action").isin(*[a.value for a in _LEFT_ALONE])).orderBy("path").limit(
@@ -348,11 +344,8 @@ def _check_purge(row, client) -> Verdict:
 
 def _listing_client(settings: DeleteSettings):
     """A client for the version listings, with botocore's own retries (reads are not paced)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", endpoint_url=settings.endpoint_url, config=Config(
-        retries={"mode": "standard", "max_attempts": settings.max_attempts}, read_timeout=settings.read_timeout_seconds))
+    return S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds,
+                                      retries={"mode": "standard", "max_attempts": settings.max_attempts})
 
 
 def _key_versions(client, path: str) -> list[dict]:
