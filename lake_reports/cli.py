@@ -15,9 +15,12 @@ import sys
 
 from lake_reports import html_report
 from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
+from lake_reports.erasure_document import ErasureRequest
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
+from lakeio.audit import verify_chain
 from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, report_out, setup_logging
+from lakeio.delta_read import TableNotFound
 from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
@@ -51,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                                               "and live files carrying deletion vectors. Per file asked: when "
                                               "a vacuum deleted it, by which run, or why not yet.")
     erasure.add_argument("--audit-table", required=True, metavar="URI", help="vacuum_jobs' --audit-table")
-    erasure.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table")
+    erasure.add_argument("--inventory-table", metavar="URI", help="the inventory Delta table (not with --verify)")
+    erasure.add_argument("--verify", action="store_true",
+                         help="only check the audit table's hash chain: name the first row that does not match")
+    erasure.add_argument("--head", metavar="SHA256",
+                         help="with --verify: a chain head an evidence document quoted, which must still be there")
     erasure.add_argument("--path", action="append", default=[], metavar="URI", help="a file to answer for; repeat")
     erasure.add_argument("--commit", action="append", default=[], metavar="TABLE@VERSION",
                          help="every file the commit VERSION of TABLE removed (e.g. a DELETE of a person's rows)")
@@ -60,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     erasure.add_argument("--deadline-days", type=float, default=ErasureOptions.deadline_days, metavar="D",
                          help="flag tables whose worst-case time to erasure exceeds this (default: %(default)g)")
     erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
+    erasure.add_argument("--request-id", metavar="REQ",
+                         help="with one --commit: write the request's evidence document (JSON and HTML) to --out")
+    erasure.add_argument("--out", default=".", metavar="DIR",
+                         help="with --request-id: a local folder for erasure-REQ.json and .html (default: %(default)s)")
     add_common_arguments(erasure)
     return parser
 
@@ -98,6 +109,12 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
 
 def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.verify:
+        return verify(parser, args)
+    if args.head:
+        parser.error("--head goes with --verify")
+    if not args.inventory_table:
+        parser.error("--inventory-table is required (unless --verify)")
     try:
         options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
     except ValueError as exc:
@@ -108,6 +125,10 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if not sep or not table or not version.isdigit():
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
+    if args.request_id is not None:
+        if len(commits) != 1 or args.path or args.report:
+            parser.error("--request-id documents one --commit (no --path, no --report: the document goes to --out)")
+        return request_document(args, options, commits[0])
     setup_logging(args.log_level)
     spark = get_spark("lake_reports.erasure", args.master)
     try:
@@ -116,3 +137,36 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return report_out(spark, report, args.report)
+
+
+def verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.path or args.commit or args.table or args.report:
+        parser.error("--verify checks the audit table only: it takes no --path, --commit, --table or --report")
+    setup_logging(args.log_level)
+    spark = get_spark("lake_reports.erasure_verify", args.master)
+    try:
+        check = verify_chain(spark, args.audit_table, args.head)
+    except TableNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(check.summary())
+    return 0 if check.ok else 1
+
+
+def request_document(args: argparse.Namespace, options: ErasureOptions, commit: CommitQuestion) -> int:
+    setup_logging(args.log_level)
+    spark = get_spark("lake_reports.erasure_request", args.master)
+    try:
+        document = ErasureRequest(spark, options).document(commit, args.request_id)
+    except (ErasureError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, document.file_name())
+    with open(base + ".json", "w") as out:
+        out.write(document.to_json() + "\n")
+    with open(base + ".html", "w") as out:
+        out.write(document.to_html())
+    print(document.summary())
+    print(f"wrote {base}.json, {base}.html")
+    return 0 if document.ok else 1

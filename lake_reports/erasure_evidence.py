@@ -18,6 +18,8 @@ and the newest inventory that answers, per file:
 - ``live``: the current snapshot still references it;
 - ``live_soft_deleted``: still referenced, with a deletion vector hiding the deleted rows:
   the rows stay on disk until the file is rewritten (``REORG TABLE ... APPLY (PURGE)``);
+- ``referenced_elsewhere``: its table no longer needs it, but another table's log does (a
+  shallow clone): every vacuum keeps it while that table does;
 - ``within_retention``: tombstoned; vacuum may delete it from the date given;
 - ``delete_failed``: the last attempt failed (error, run);
 - ``gone_unrecorded``: the newest inventory no longer lists it, but no run recorded
@@ -254,6 +256,66 @@ def _held(versions: _Versions, run_row) -> list:
 
 
 @dataclass
+class Gathered:
+    """An evidence report and what it was built from."""
+
+    report: ErasureReport
+    tables: dict[str, TableErasure]  # every table read, by canonical root
+    audit: DataFrame
+    snapshot: InventorySnapshot
+    replay: Replay
+    roots: list[str]  # the tables whose logs were read
+    now_ms: int
+
+
+@dataclass
+class CommitRecord:
+    """What one commit of a table did, as its log file says."""
+
+    table: str  # canonical root
+    version: int
+    log_file: str
+    timestamp_ms: int | None  # inCommitTimestamp, else commitInfo's timestamp
+    operation: str | None
+    parameters: dict
+    removed: dict[str, int | None]  # data file -> deletionTimestamp
+    deletion_vectors: dict[str, int | None]  # data file re-added with a deletion vector -> rows it hides
+
+
+def read_commit(storage: Storage, commit: CommitQuestion) -> CommitRecord:
+    """Read ``_delta_log/<version>.json`` of a table; ValueError naming the file when it cannot be read."""
+    root = uris.canonical(uris.to_uri(commit.table))
+    log_file = uris.join(root, "_delta_log", f"{commit.version:020d}.json")
+    try:
+        text = storage.read_bytes(log_file).decode("utf-8")
+    except Exception as exc:
+        raise ValueError(f"{log_file}: cannot read commit {commit.version} ({first_line(exc, 160)}); "
+                         "log retention may have removed it: ask by file path instead") from None
+    record = CommitRecord(root, commit.version, log_file, None, None, {}, {}, {})
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{log_file}: line {number} is not JSON") from None
+        try:
+            if "remove" in action:
+                record.removed[resolve(root, action["remove"]["path"])] = action["remove"].get("deletionTimestamp")
+            elif "add" in action and action["add"].get("deletionVector"):
+                record.deletion_vectors[resolve(root, action["add"]["path"])] = \
+                    action["add"]["deletionVector"].get("cardinality")
+            elif "commitInfo" in action:
+                info = action["commitInfo"]
+                record.timestamp_ms = info.get("inCommitTimestamp", info.get("timestamp"))
+                record.operation = info.get("operation")
+                record.parameters = info.get("operationParameters") or {}
+        except UnresolvablePath as exc:
+            raise ValueError(f"{log_file}: line {number}: {exc}") from None
+    return record
+
+
+@dataclass
 class _Question:
     path: str  # canonical
     table: str | None
@@ -282,6 +344,10 @@ class ErasureEvidence:
         self.storage = Storage(spark)
 
     def execute(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> ErasureReport:
+        return self.gather(paths, commits).report
+
+    def gather(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> Gathered:
+        """The report, and what it was built from (for an erasure request's document)."""
         now_ms = self.options.now_ms or int(time.time() * 1000)
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         audit = self._read_audit()
@@ -297,7 +363,7 @@ class ErasureEvidence:
         tables = self._tables(roots, replay, audit, now_ms)
         report.tables = [tables[r] for r in scope]
         report.answers = self._answers(questions, tables, replay, audit, inventory, snapshot, now_ms)
-        return report
+        return Gathered(report, tables, audit, snapshot, replay, roots, now_ms)
 
     def _read_audit(self) -> DataFrame:
         try:
@@ -327,33 +393,12 @@ class ErasureEvidence:
 
     def _commit_files(self, commit: CommitQuestion) -> list[_Question]:
         """The data files a commit removed; those it re-added with a deletion vector stay live."""
-        root = uris.canonical(uris.to_uri(commit.table))
-        log_file = uris.join(root, "_delta_log", f"{commit.version:020d}.json")
-        try:
-            text = self.storage.read_bytes(log_file).decode("utf-8")
-        except Exception as exc:
-            raise ValueError(f"{log_file}: cannot read commit {commit.version} ({first_line(exc, 160)}); "
-                             "log retention may have removed it: ask by file path instead") from None
-        removed: dict[str, int | None] = {}
-        readded: set[str] = set()
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                action = json.loads(line)
-            except ValueError:
-                raise ValueError(f"{log_file}: line {number} is not JSON") from None
-            try:
-                if "remove" in action:
-                    removed[resolve(root, action["remove"]["path"])] = action["remove"].get("deletionTimestamp")
-                elif "add" in action and action["add"].get("deletionVector"):
-                    readded.add(resolve(root, action["add"]["path"]))
-            except UnresolvablePath as exc:
-                raise ValueError(f"{log_file}: line {number}: {exc}") from None
-        if not removed:
-            raise ValueError(f"{log_file}: commit {commit.version} removed no files")
+        record = read_commit(self.storage, commit)
+        if not record.removed:
+            raise ValueError(f"{record.log_file}: commit {commit.version} removed no files")
         asked = f"{commit.table}@{commit.version}"
-        return [_Question(path, root, asked, at, path in readded) for path, at in sorted(removed.items())]
+        return [_Question(path, record.table, asked, at, path in record.deletion_vectors)
+                for path, at in sorted(record.removed.items())]
 
     def _replay_logs(self, roots: list[str]) -> Replay:
         self.progress(f"replaying {len(roots)} log(s)")
@@ -501,7 +546,12 @@ class ErasureEvidence:
             at = iso_utc(absent[0]["at_ms"])
             return answer("absent_when_vacuumed", f"already gone when vacuum run {absent[0]['run_id']} reached it "
                                                   f"at {at}", at, absent[0]["run_id"])
-        live = [r for r in log_rows if r["kind"] == "add"]
+        live = [r for r in log_rows if r["kind"] == "add" and r["table_root"] == q.table]
+        others = sorted({r["table_root"] for r in log_rows if r["kind"] == "add" and r["table_root"] != q.table})
+        if others and not live:
+            return answer("referenced_elsewhere", f"no longer in this table, but {', '.join(others)} still "
+                                                  "reference(s) it (a shallow clone?): no vacuum deletes it while "
+                                                  "they do; delete the rows there too")
         if live:
             if q.soft_deleted or any(r["dv_storage_type"] for r in live):
                 return answer("live_soft_deleted", "still live; a deletion vector hides the deleted rows, which "
@@ -509,7 +559,8 @@ class ErasureEvidence:
                                                    "(REORG TABLE ... APPLY (PURGE)) and vacuumed")
             return answer("live", "the table's current snapshot still references this file")
         removed_ms = q.removed_at_ms or max((r["deletion_timestamp"] for r in log_rows
-                                            if r["deletion_timestamp"] is not None), default=None)
+                                            if r["deletion_timestamp"] is not None and r["table_root"] == q.table),
+                                           default=None)
         retention = table.retention_hours if table else None
         if removed_ms is not None and retention is not None:
             eligible_ms = removed_ms + int(retention * MS_PER_HOUR)

@@ -5,14 +5,19 @@ the reason) and one row per planned file: what happened to it, and when. On a ve
 bucket a file's row also names the version its delete hid (``version_id``) and the delete
 marker that hides it (``delete_marker_id``); with a trash folder, where the file went
 (``trash_path``): what ``restore`` undoes and ``purge`` erases. Their rows name the vacuum
-run whose delete they undo or finish (``source_run_id``).
+run whose delete they undo or finish (``source_run_id``). A vacuum's table row carries the
+SHA-256 of the table's commit file at the version it planned from (``log_sha256``).
 
-The last four columns came later (``LATER_COLUMNS``): a table written before them gains them
-(null in old rows) on its next append, and :func:`read_audit` reads them as null until then.
+Every row is chained to the one before it by a SHA-256 (``seq``, ``prev_hash``, ``row_hash``;
+see :mod:`lakeio.audit_chain`), so that an edited or deleted row shows.
+
+The columns from ``version_id`` on came later (``LATER_COLUMNS``): a table written before them
+gains them (null in old rows) on its next append, and :func:`read_audit` reads them as null until then.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -20,18 +25,24 @@ from datetime import date, datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio.delta_read import read_delta
+from lakeio import audit_chain, uris
+from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.delta_write import check_target, write_delta
 from lakeio.shapes import OUTCOMES
-from lakeio.text import StrEnum
+from lakeio.text import StrEnum, first_line
+
+log = logging.getLogger(__name__)
 
 AUDIT_COLUMNS = (
     "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
     "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
-    "version_id string, delete_marker_id string, trash_path string, source_run_id string"
+    "version_id string, delete_marker_id string, trash_path string, source_run_id string, log_sha256 string, "
+    "seq long, prev_hash string, row_hash string"
 )
 AUDIT_PARTITIONS = ("run_date",)
-LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id")  # null in rows written before them
+# Null in rows written before them.
+LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256", "seq", "prev_hash",
+                 "row_hash")
 
 
 class TableStatus(StrEnum):
@@ -89,6 +100,7 @@ class RunTable:
     reason: str | None = None
     version: int | None = None  # the table version planned from
     retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
+    log_sha256: str | None = None  # of the table's commit file at ``version``
 
 
 def check_audit_table(spark: SparkSession, audit_table: str) -> None:
@@ -102,11 +114,13 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
                source_run_id: str | None = None) -> None:
     """Append one run: a row per table (``path`` null) and a row per file of ``outcomes``
     (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``: the vacuum
-    run a restore or purge acts on."""
+    run a restore or purge acts on. The rows are chained after the table's head (lakeio.audit_chain):
+    two runs appending at once fork the chain, which verifying reports."""
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
-          t.retention_hours, started.date(), None, None, None, source_run_id) for t in tables], AUDIT_COLUMNS)
+          t.retention_hours, started.date(), None, None, None, source_run_id, t.log_sha256) for t in tables],
+        _UNCHAINED)
     if outcomes is not None:
         OUTCOMES.check(outcomes)
         facts = spark.createDataFrame([(t.table_root, t.version, t.retention_hours) for t in tables],
@@ -116,9 +130,49 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
             "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
             F.lit(inventory_date).cast("date").alias("inventory_date"), "retention_hours",
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
-            F.lit(source_run_id).cast("string").alias("source_run_id"),
+            F.lit(source_run_id).cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
         ))
-    write_delta(rows, audit_table, AUDIT_PARTITIONS, [{"run_date": started.date().isoformat()}], mode="append")
+    chained = audit_chain.chain_run(rows, head(spark, audit_table))
+    write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": started.date().isoformat()}], mode="append")
+
+
+def head(spark: SparkSession, audit_table: str) -> audit_chain.Head | None:
+    """The audit table's chain head; None for no table, or one written before the chain."""
+    try:
+        rows = read_audit(spark, audit_table)
+    except TableNotFound:
+        return None
+    run_dates = {d if isinstance(d, date) else date.fromisoformat(str(d))
+                 for d in partition_values(audit_table, "run_date") if d is not None}
+    return audit_chain.chain_head(rows, max(run_dates) if run_dates else None)
+
+
+def verify_chain(spark: SparkSession, audit_table: str, expected_head: str | None = None) -> audit_chain.ChainCheck:
+    """Check the audit table's hash chain (lakeio.audit_chain.verify). Raises delta_read.TableNotFound."""
+    return audit_chain.verify(read_audit(spark, audit_table), expected_head)
+
+
+def commit_file_hashes(spark: SparkSession, versions: dict[str, int]) -> dict[str, str]:
+    """The SHA-256 of each table's commit file ``_delta_log/<version>.json`` (``versions``: table root to
+    version), read in one Spark job per file system. A file that is gone (log cleanup), or a file system
+    that cannot be read, leaves its tables out: the audit is written whatever happens here."""
+    files = {uris.canonical(uris.join(root, "_delta_log", f"{version:020d}.json")): root
+             for root, version in versions.items()}
+    by_scheme: dict[str | None, list[str]] = {}
+    for f in sorted(files):
+        by_scheme.setdefault(uris.scheme_of(f), []).append(f)
+    hashes = {}
+    for scheme, group in by_scheme.items():
+        try:
+            found = (spark.read.format("binaryFile").option("ignoreMissingFiles", "true")
+                     .load([uris.literal(f) for f in group])
+                     .select(uris.canonical_col(F.col("path")).alias("path"), F.sha2("content", 256).alias("sha256"))
+                     .collect())
+        except Exception as exc:  # noqa: BLE001 - evidence we cannot add must not cost the run its audit
+            log.warning("commit file hashes of %d table(s) on %s left out: %s", len(group), scheme, first_line(exc))
+            continue
+        hashes.update({files[r["path"]]: r["sha256"] for r in found if r["path"] in files})
+    return hashes
 
 
 def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:
@@ -127,5 +181,9 @@ def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:
     rows = read_delta(spark, audit_table)
     for name in LATER_COLUMNS:
         if name not in rows.columns:
-            rows = rows.withColumn(name, F.lit(None).cast("string"))
+            rows = rows.withColumn(name, F.lit(None).cast(_TYPES[name]))
     return rows
+
+
+_TYPES = {name: kind for name, kind in (column.split() for column in AUDIT_COLUMNS.split(", "))}
+_UNCHAINED = ", ".join(f"{name} {kind}" for name, kind in _TYPES.items() if name not in ("seq", "prev_hash", "row_hash"))

@@ -25,7 +25,7 @@ from inventory_etl.contract import inventory_snapshot
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
 from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
-from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit
+from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
 from lakeio.delta_write import write_delta
 from lakeio.shapes import OUTCOMES
 from tests.lakes import inventory_of, vacuum
@@ -269,3 +269,6 @@ def test_an_audit_table_from_before_undo_still_reads_and_gains_the_columns(spark
     assert set(LATER_COLUMNS) <= set(DeltaTable(audit).schema().to_arrow().names)  # gained, in their own commit
     rows = {r["run_id"]: r for r in read_audit(spark, audit).where("path is not null").collect()}
     assert (rows["run-0"]["delete_marker_id"], rows["run-1"]["delete_marker_id"]) == (None, "m1")
+    # The chain starts with the first run appended after it existed; the older rows are counted, not verified.
+    check = verify_chain(spark, audit)
+    assert (check.ok, check.unchained_rows, check.rows_verified, check.head.run_id) == (True, 1, 2, "run-1")

@@ -9,7 +9,7 @@ from datetime import date
 from pyspark.sql import DataFrame, SparkSession
 
 from lakeio import uris
-from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run
+from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
 from lakeio.text import human_bytes, shorten
 
 
@@ -151,8 +151,9 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
                 outcomes: DataFrame | None) -> None:
     """Append the run to the audit table: one row per table (``path`` null, ``action``
     ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
-    when). Erasure evidence reads both."""
-    tables = [RunTable(uris.canonical(t.table), AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours)
-              for t in run.tables]
+    when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
+    hashes = commit_file_hashes(spark, {uris.canonical(t.table): t.version for t in run.tables if t.version is not None})
+    tables = [RunTable(uris.canonical(t.table), AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours,
+                       hashes.get(uris.canonical(t.table))) for t in run.tables]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
     append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day)

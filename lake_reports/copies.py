@@ -1,0 +1,159 @@
+"""Other copies of a file's bytes anywhere in the lake: replicas, deep clones, exports, old versions.
+
+The inventory lists every object of every bucket with its size and ETag. Objects of equal size
+and ETag are taken as copies, found in Spark with one broadcast join over the inventory dates
+since a cut-off (no per-file lookups). ETag equality is evidence, not proof, and its strength
+depends on how the ETag was made, which each match states (:func:`etag_kind`). A table that
+references the file itself from its log (a shallow clone) holds no copy but keeps the very
+object alive: that is reported too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio import uris
+from lakeio.times import iso_utc
+
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_MULTIPART = re.compile(r"^[0-9a-f]{32}-\d+$")
+_NOT_CONTENT = ("SSE-KMS", "DSSE-KMS", "SSE-C")
+
+ETAG_KINDS = {
+    "same_object": "the table's log references this very object (a shallow clone)",
+    "md5": "the ETag is the MD5 of the bytes (single-part upload, no SSE-KMS): equal size and MD5 mean equal bytes",
+    "multipart": "a multipart ETag (MD5 of the parts' MD5s): equal only for equal part sizes, so an equal one is "
+                 "strong evidence and a copy uploaded with other part sizes is missed",
+    "opaque": "SSE-KMS or SSE-C: the ETag is not an MD5 of the bytes; equal tags suggest, do not prove, equal bytes",
+    "other": "not an S3 ETag form: equality says nothing about the bytes beyond what the store promises",
+}
+# What holds a copy now, and whether anything will erase it.
+COPY_STATUSES = {
+    "live_in_table": "live in that table: its own rows must be deleted there too",
+    "time_travel_in_table": "removed from that table, kept for time travel: its vacuum erases it",
+    "orphan_in_table": "inside that table, referenced by no commit: its next vacuum erases it",
+    "outside_tables": "in no Delta table: no vacuum will ever erase it",
+    "noncurrent_version": "a noncurrent version: erased only by a purge or a lifecycle rule",
+    "erased": "listed by an earlier inventory, not by the newest",
+}
+
+
+@dataclass
+class Copy:
+    of: str  # the asked file
+    path: str
+    version_id: str | None
+    length: int | None
+    e_tag: str | None
+    etag_kind: str  # a key of ETAG_KINDS
+    status: str  # a key of COPY_STATUSES
+    table: str | None  # the Delta table that holds (or references) it
+    last_listed: str | None  # the newest inventory date listing it
+    detail: str
+
+
+def etag_kind(e_tag: str | None, encryption_status: str | None, multipart: bool | None) -> str:
+    tag = (e_tag or "").strip('"').lower()
+    if (encryption_status or "").upper() in _NOT_CONTENT:
+        return "opaque"
+    if _MULTIPART.match(tag) or (multipart and _MD5.match(tag) is None and tag):
+        return "multipart"
+    return "md5" if _MD5.match(tag) else "other"
+
+
+def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date], asked: list[str],
+                files: DataFrame, roots: list[str], audit: DataFrame) -> tuple[list[Copy], list[str]]:
+    """Copies of each ``asked`` file (canonical URIs) in ``history`` (inventory rows, every date since a
+    cut-off), by size and ETag, with what holds each now. ``newest``: each bucket's newest inventory date;
+    ``files`` (shapes.FILE_ACTIONS) and ``roots``: the tables' logs read; ``audit``: the vacuum audit rows.
+    Also returns the asked files no inventory row gives an ETag for (no copy can be looked for)."""
+    wanted = F.broadcast(spark.createDataFrame([(p,) for p in asked], "of string"))
+    objects = history.where(~F.coalesce(F.col("is_delete_marker"), F.lit(False)) & F.col("e_tag").isNotNull()) \
+        .withColumn("canonical", uris.canonical_col(F.col("path")))
+    prints = (objects.join(wanted, objects["canonical"] == wanted["of"])
+              .groupBy("of").agg(F.max_by(F.struct("length", "e_tag", "encryption_status", "is_multipart_uploaded"),
+                                          "inventory_date").alias("print"))
+              .select("of", "print.*").collect())
+    unknown = sorted(set(asked) - {r["of"] for r in prints})
+    if not prints:
+        return [], unknown
+    fingerprints = F.broadcast(spark.createDataFrame(
+        [(r["of"], r["length"], r["e_tag"], etag_kind(r["e_tag"], r["encryption_status"], r["is_multipart_uploaded"]))
+         for r in prints], "of string, length long, e_tag string, of_kind string"))
+    matches = (objects.join(fingerprints, ["length", "e_tag"]).where(F.col("canonical") != F.col("of"))
+               .groupBy("of", "canonical", "version_id").agg(
+                   F.max_by(F.struct("bucket", "inventory_date", "is_latest", "encryption_status",
+                                     "is_multipart_uploaded", "length", "e_tag", "of_kind"),
+                            "inventory_date").alias("seen"))
+               .select("of", F.col("canonical").alias("path"), "version_id", "seen.*").collect())
+    found_paths = sorted({r["path"] for r in matches})
+    in_logs = _log_rows(spark, files, found_paths + asked)
+    deleted = _deleted_by_runs(spark, audit, found_paths)
+    copies = [_classify(r, newest, roots, in_logs, deleted) for r in matches]
+    for of in asked:  # the very object, referenced by other tables' logs
+        owner = _owner(of, roots)
+        for table, kind in sorted(in_logs.get(of, {}).items()):
+            if table != owner:
+                copies.append(Copy(of, of, None, None, None, "same_object",
+                                   "live_in_table" if kind == "add" else "time_travel_in_table", table, None,
+                                   f"{table} references this file from its log" +
+                                   ("" if kind == "add" else ", removed there and kept for time travel")))
+    return sorted(copies, key=lambda c: (c.of, c.path, c.version_id or "")), unknown
+
+
+def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str, dict[str, str]],
+              deleted: dict[str, str]) -> Copy:
+    kind = etag_kind(row["e_tag"], row["encryption_status"], row["is_multipart_uploaded"])
+    if row["of_kind"] != kind:  # the original's tag was made otherwise: the weaker of the two stands
+        kind = next(k for k in ("other", "opaque", "multipart", "md5") if k in (kind, row["of_kind"]))
+    last = row["inventory_date"]
+    owner = _owner(row["path"], roots)
+    copy = Copy(row["of"], row["path"], row["version_id"], row["length"], row["e_tag"], kind, "", owner,
+                last.isoformat() if last else None, "")
+    if last is None or last < newest.get(row["bucket"], last):
+        copy.status = "erased"
+        copy.detail = (f"last listed by the inventory of {last}, not by that of {newest.get(row['bucket'])}"
+                       + (f"; {deleted[row['path']]}" if row["path"] in deleted else ""))
+    elif row["is_latest"] is False:
+        copy.status = "noncurrent_version"
+        copy.detail = f"version {row['version_id']} is noncurrent: a purge or a lifecycle rule must delete it"
+    elif owner is None:
+        copy.status = "outside_tables"
+        copy.detail = "no Delta table contains it (a replica, an export): delete it, or it stays"
+    else:
+        state = in_logs.get(row["path"], {}).get(owner)
+        copy.status = {"add": "live_in_table", "remove": "time_travel_in_table"}.get(state or "", "orphan_in_table")
+        copy.detail = COPY_STATUSES[copy.status].replace("that table", owner)
+    return copy
+
+
+def _owner(path: str, roots: list[str]) -> str | None:
+    owners = [r for r in roots if uris.is_strictly_under(path, r)]
+    return max(owners, key=len) if owners else None
+
+
+def _log_rows(spark: SparkSession, files: DataFrame, paths: list[str]) -> dict[str, dict[str, str]]:
+    """Per path, the tables whose logs name it, and how (``add`` over ``remove``)."""
+    found: dict[str, dict[str, str]] = {}
+    if not paths:
+        return found
+    wanted = F.broadcast(spark.createDataFrame([(p,) for p in sorted(set(paths))], "path string"))
+    for r in files.join(wanted, "path").groupBy("path", "table_root").agg(F.min("kind").alias("kind")).collect():
+        found.setdefault(r["path"], {})[r["table_root"]] = r["kind"]  # "add" sorts before "remove"
+    return found
+
+
+def _deleted_by_runs(spark: SparkSession, audit: DataFrame, paths: list[str]) -> dict[str, str]:
+    if not paths:
+        return {}
+    wanted = F.broadcast(spark.createDataFrame([(p,) for p in paths], "path string"))
+    rows = (audit.where(F.col("action") == "deleted").withColumn("path", uris.canonical_col(F.col("path")))
+            .join(wanted, "path").groupBy("path").agg(F.min_by(F.struct(
+                "run_id", F.unix_millis("timestamp").alias("at_ms")), "timestamp").alias("r"))
+            .collect())
+    return {r["path"]: f"deleted at {iso_utc(r['r']['at_ms'])} by vacuum run {r['r']['run_id']}" for r in rows}

@@ -1,0 +1,334 @@
+"""One evidence document per erasure request: a ``DELETE`` commit followed to the last copy of its bytes.
+
+The document (JSON, valid under ``schemas/erasure-evidence.schema.json``, and a self-contained
+HTML page) names the request, the table version before and at the commit, every file the commit
+removed and every deletion vector it added with what became of each (from
+:mod:`lake_reports.erasure_evidence`), the other copies of those bytes in the lake
+(:mod:`lake_reports.copies`), the audit chain's head it was built from (verified), and a verdict
+against the deadline: ``done``, ``on_track`` (by a date) or ``at_risk`` (with every reason).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+from html import escape
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from inventory_etl.contract import PARTITION_COLUMNS
+from lake_reports import copies as lake_copies
+from lake_reports.erasure_evidence import (
+    CommitQuestion,
+    ErasureError,
+    ErasureEvidence,
+    ErasureOptions,
+    FileAnswer,
+    Gathered,
+    TableErasure,
+    read_commit,
+)
+from lakeio import audit_chain
+from lakeio.delta_read import partitions, read_delta
+from lakeio.times import MS_PER_HOUR, iso_utc
+
+SCHEMA_VERSION = 1
+# Statuses of a removed file after which none of its bytes remain where it was.
+GONE = ("erased", "absent_when_vacuumed", "gone_unrecorded")
+# Copies erased since this many days before the commit still count (a weekly inventory lists them).
+COPY_LOOKBACK = timedelta(days=8)
+COLOURS = {"done": "#2f855a", "on_track": "#2b6cb0", "at_risk": "#c53030"}
+
+
+@dataclass
+class CommitSide:
+    version: int
+    timestamp: str | None
+
+
+@dataclass
+class RemovedFile:
+    path: str
+    status: str
+    detail: str
+    when: str | None
+    run_id: str | None
+
+
+@dataclass
+class DeletionVectorAdded:
+    path: str  # the data file that stays live
+    rows_hidden: int | None  # by this deletion vector (cardinality)
+    status: str
+    detail: str
+    rewrite_with: str  # what erases the hidden rows
+
+
+@dataclass
+class Verdict:
+    status: str  # done | on_track | at_risk
+    deadline: str  # commit timestamp + deadline days
+    expected_by: str | None  # on_track: when the last byte is due
+    reasons: list[str] = field(default_factory=list)  # at_risk: every one; on_track: what is still pending
+
+
+@dataclass
+class ChainHead:
+    row_hash: str | None
+    run_id: str | None
+    seq: int | None
+    verified: bool
+    rows_verified: int
+    problems: list[str]
+
+
+@dataclass
+class EvidenceDocument:
+    schema_version: int
+    request_id: str
+    generated_at: str
+    table: str
+    operation: str | None
+    predicate: str | None
+    before: CommitSide | None  # the version before the commit
+    commit: CommitSide
+    deadline_days: float
+    removed_files: list[RemovedFile]
+    deletion_vectors: list[DeletionVectorAdded]
+    copies: list[lake_copies.Copy]
+    copies_not_searched: list[str]  # removed files no inventory row gives an ETag for
+    table_erasure: TableErasure
+    audit_chain: ChainHead
+    verdict: Verdict
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.status != "at_risk"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def to_html(self) -> str:
+        return render_html(self)
+
+    def summary(self) -> str:
+        v = self.verdict
+        lines = [f"erasure request {self.request_id}: {self.table} version {self.commit.version} "
+                 f"({self.operation or 'commit'} at {self.commit.timestamp})",
+                 f"verdict: {v.status}" + (f", expected by {v.expected_by}" if v.expected_by else "")
+                 + f" (deadline {v.deadline})"]
+        lines += [f"  - {reason}" for reason in v.reasons]
+        lines.append(f"{len(self.removed_files)} removed file(s), {len(self.deletion_vectors)} deletion vector(s), "
+                     f"{len(self.copies)} other cop(ies); audit chain head {self.audit_chain.row_hash} "
+                     f"({'verified' if self.audit_chain.verified else 'FAILED verification'})")
+        return "\n".join(lines)
+
+    def file_name(self) -> str:
+        return "erasure-" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.request_id)
+
+
+def erasure_request(spark: SparkSession, commit: CommitQuestion, request_id: str, audit_table: str,
+                    inventory_table: str, **settings) -> EvidenceDocument:
+    """The evidence document for one request: what ``commit`` deleted, and where its bytes are now.
+    ``settings`` are :class:`ErasureOptions`' other fields."""
+    return ErasureRequest(spark, ErasureOptions(audit_table, inventory_table, **settings)).document(commit, request_id)
+
+
+class ErasureRequest:
+    """One action: the evidence of the commit's files, their copies, the chain, the verdict."""
+
+    def __init__(self, spark: SparkSession, options: ErasureOptions):
+        self.spark = spark
+        self.options = options
+        self.evidence = ErasureEvidence(spark, options)
+
+    def document(self, commit: CommitQuestion, request_id: str) -> EvidenceDocument:
+        if not request_id.strip():
+            raise ValueError("request_id must not be empty")
+        try:
+            record = read_commit(self.evidence.storage, commit)
+        except ValueError as exc:
+            raise ErasureError(str(exc)) from None
+        gathered = self.evidence.gather(commits=[commit])
+        if gathered.report.refused:
+            raise ErasureError("; ".join(gathered.report.refused))
+        at_ms = record.timestamp_ms
+        before = self._before(commit)
+        answers = {a.path: a for a in gathered.report.answers}
+        removed = [self._removed(answers[p]) for p in sorted(record.removed) if p not in record.deletion_vectors]
+        vectors = [self._vector(answers[p], rows, record.table) for p, rows in sorted(record.deletion_vectors.items())]
+        found, unsearched = self._copies(gathered, [f.path for f in removed], at_ms)
+        head = self._chain(gathered)
+        table = gathered.tables[record.table]
+        deadline_ms = (at_ms or gathered.now_ms) + int(self.options.deadline_days * 24 * MS_PER_HOUR)
+        return EvidenceDocument(
+            SCHEMA_VERSION, request_id, iso_utc(gathered.now_ms), record.table, record.operation,
+            _predicate(record.parameters), before, CommitSide(record.version, iso_utc(at_ms) if at_ms else None),
+            self.options.deadline_days, removed, vectors, found, unsearched, table, head,
+            _verdict(removed, vectors, found, unsearched, table, gathered.tables, head, at_ms, deadline_ms))
+
+    def _before(self, commit: CommitQuestion) -> CommitSide | None:
+        if commit.version == 0:
+            return None
+        try:
+            previous = read_commit(self.evidence.storage, CommitQuestion(commit.table, commit.version - 1))
+        except ValueError:  # log cleanup took it: the version is still named
+            return CommitSide(commit.version - 1, None)
+        return CommitSide(previous.version, iso_utc(previous.timestamp_ms) if previous.timestamp_ms else None)
+
+    @staticmethod
+    def _removed(answer: FileAnswer) -> RemovedFile:
+        return RemovedFile(answer.path, answer.status, answer.detail, answer.when, answer.run_id)
+
+    @staticmethod
+    def _vector(answer: FileAnswer, rows: int | None, table: str) -> DeletionVectorAdded:
+        return DeletionVectorAdded(answer.path, rows, answer.status, answer.detail,
+                                   f"REORG TABLE delta.`{table}` APPLY (PURGE), then a vacuum past the retention")
+
+    def _copies(self, gathered: Gathered, asked: list[str], at_ms: int | None) -> tuple[list[lake_copies.Copy], list[str]]:
+        if not asked:
+            return [], []
+        since = date.fromisoformat(iso_utc(at_ms or gathered.now_ms)[:10]) - COPY_LOOKBACK
+        inventory = self.options.inventory_table
+        history = read_delta(self.spark, inventory).where(F.col(PARTITION_COLUMNS[0]) >= F.lit(since))
+        newest: dict[str, date] = {}
+        for day, bucket in partitions(inventory, ["inventory_date", "bucket"]):
+            day = day if isinstance(day, date) else date.fromisoformat(str(day))
+            newest[bucket] = max(day, newest.get(bucket, day))
+        return lake_copies.find_copies(self.spark, history, newest, asked, gathered.replay.files, gathered.roots,
+                                       gathered.audit)
+
+    @staticmethod
+    def _chain(gathered: Gathered) -> ChainHead:
+        check = audit_chain.verify(gathered.audit)
+        head = check.head
+        return ChainHead(head.row_hash if head else None, head.run_id if head else None, head.seq if head else None,
+                         check.ok, check.rows_verified, check.problems[:20])
+
+
+def _predicate(parameters: dict) -> str | None:
+    value = parameters.get("predicate")
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            value = " AND ".join(json.loads(value))
+        except ValueError:
+            pass
+    return value if value is None else str(value)
+
+
+def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], found: list[lake_copies.Copy],
+             unsearched: list[str], table: TableErasure, tables: dict[str, TableErasure], head: ChainHead,
+             at_ms: int | None, deadline_ms: int) -> Verdict:
+    """done: no byte remains anywhere; on_track: every remaining one is due before the deadline; at_risk: why not."""
+    risks: list[str] = []
+    pending: list[str] = []
+    due: list[int] = []
+    start = at_ms or deadline_ms
+
+    def bounded_by(t: TableErasure | None, what: str) -> None:
+        if t is None or t.worst_case_days is None or t.over_deadline:
+            risks.append(f"{what}: {t.problem if t and t.problem else 'its table has no bounded time to erasure'}"
+                         if t is None or t.problem or t.worst_case_days is None
+                         else f"{what}: worst case {t.worst_case_days:.1f} days (retention, vacuum cadence, "
+                              "inventory lag, undo window) exceeds the deadline")
+            return
+        pending.append(what)
+        due.append(start + int(t.worst_case_days * 24 * MS_PER_HOUR))
+
+    hidden = [v for v in vectors if v.status in ("live", "live_soft_deleted")]
+    # A file rewritten since its deletion vector was added goes the way of a removed one.
+    states = [(f.path, f.status, f.detail) for f in removed] + [(v.path, v.status, v.detail) for v in vectors
+                                                                 if v not in hidden]
+    for path, status, detail in states:
+        if status in GONE:
+            continue
+        if status in ("within_retention", "not_vacuumed_since", "soft_deleted", "erasure_unconfirmed"):
+            bounded_by(table, f"{path} ({status})")
+        else:  # live, referenced_elsewhere, restored, delete_failed, not_in_a_table
+            risks.append(f"{path}: {status}: {detail}")
+    if hidden:
+        rows = sum(v.rows_hidden or 0 for v in hidden)
+        risks.append(f"{rows:,} deleted row(s) stay on disk in {len(hidden)} live file(s) behind deletion vectors "
+                     f"until the files are rewritten: {hidden[0].rewrite_with}")
+    outside = [c for c in found if c.status == "outside_tables"]
+    if outside:
+        risks.append(f"{len(outside)} cop(ies) outside any table, which no vacuum erases: "
+                     + ", ".join(c.path for c in outside[:5]))
+    for c in found:
+        if c.etag_kind == "same_object":  # the removed file itself, whose own status says what keeps it
+            continue
+        if c.status in ("live_in_table", "noncurrent_version"):
+            risks.append(f"copy {c.path}: {c.detail}")
+        elif c.status in ("time_travel_in_table", "orphan_in_table"):
+            bounded_by(tables.get(c.table or ""), f"copy {c.path} ({c.status})")
+    if unsearched:
+        risks.append(f"{len(unsearched)} removed file(s) have no ETag in the inventory: their copies could not be "
+                     "looked for (add ETag to the inventory configuration)")
+    if not head.verified:
+        risks.append("the audit table fails its hash chain: " + (head.problems[0] if head.problems else "unverified"))
+    deadline = iso_utc(deadline_ms)
+    if risks:
+        return Verdict("at_risk", deadline, None, risks + [f"pending: {p}" for p in pending])
+    if not pending:
+        return Verdict("done", deadline, None, [])
+    expected = max(due)
+    if expected > deadline_ms:
+        return Verdict("at_risk", deadline, iso_utc(expected),
+                       [f"expected by {iso_utc(expected)}, after the deadline"] + [f"pending: {p}" for p in pending])
+    return Verdict("on_track", deadline, iso_utc(expected), [f"pending: {p}" for p in pending])
+
+
+def render_html(doc: EvidenceDocument) -> str:
+    """The document as one self-contained page (no scripts, nothing fetched)."""
+    v = doc.verdict
+
+    def rows(items, columns) -> str:
+        head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{escape(str(getattr(i, c) if getattr(i, c) is not None else ''))}</td>"
+                                        for c in columns) + "</tr>" for i in items)
+        widths = "".join(f'<col style="width:{"34%" if c == "path" else "auto"}">' for c in columns)
+        return f"<table><colgroup>{widths}</colgroup><tr>{head}</tr>{body}</table>" if items else "<p>none</p>"
+
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in v.reasons)
+    chain = doc.audit_chain
+    before = f"{doc.before.version} ({doc.before.timestamp or 'time unknown'})" if doc.before else "none (first commit)"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Erasure evidence {escape(doc.request_id)}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #1a202c; max-width: 1200px; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; width: 100%; table-layout: fixed; }}
+th, td {{ padding: 3px 6px; border-bottom: 1px solid #e2e8f0; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }}
+.verdict {{ display: inline-block; padding: 6px 14px; color: #fff; background: {COLOURS[v.status]};
+           font-weight: bold; border-radius: 4px; }}
+code {{ overflow-wrap: anywhere; }}
+.facts th {{ width: 11em; }}
+</style></head><body>
+<h1>Erasure evidence: request <code>{escape(doc.request_id)}</code></h1>
+<p><span class="verdict">{escape(v.status.replace("_", " "))}</span>
+deadline {escape(v.deadline)}{f", expected by {escape(v.expected_by)}" if v.expected_by else ""}</p>
+<ul>{reasons}</ul>
+<table class="facts">
+<tr><th>table</th><td><code>{escape(doc.table)}</code></td></tr>
+<tr><th>commit</th><td>version {doc.commit.version} at {escape(doc.commit.timestamp or "unknown")}:
+{escape(doc.operation or "")} {escape(doc.predicate or "")}</td></tr>
+<tr><th>version before</th><td>{escape(before)}</td></tr>
+<tr><th>audit chain head</th><td><code>{escape(chain.row_hash or "none")}</code> (run {escape(chain.run_id or "-")},
+row {chain.seq if chain.seq is not None else "-"}): {"verified" if chain.verified else "FAILED verification"},
+{chain.rows_verified:,} row(s)</td></tr>
+<tr><th>generated</th><td>{escape(doc.generated_at)}</td></tr>
+</table>
+<h2>Files the commit removed</h2>
+{rows(doc.removed_files, ("path", "status", "when", "run_id", "detail"))}
+<h2>Deletion vectors the commit added</h2>
+{rows(doc.deletion_vectors, ("path", "rows_hidden", "status", "rewrite_with"))}
+<h2>Other copies of the bytes</h2>
+{rows(doc.copies, ("path", "status", "etag_kind", "table", "last_listed", "detail"))}
+{"".join(f"<p>{escape(k)}: {escape(t)}</p>" for k, t in lake_copies.ETAG_KINDS.items()
+         if any(c.etag_kind == k for c in doc.copies))}
+</body></html>
+"""

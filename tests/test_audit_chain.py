@@ -1,0 +1,169 @@
+"""The audit table's hash chain: every edited, deleted or forged row is found and named.
+
+The class closed here is "any single change to the rows of a chained audit table": each row
+in turn is edited (a different column each time), deleted, and given a recomputed hash of its
+own; every change must fail verification and name that row, or, where the row was a run's last,
+the run that links to it (the newest run's tail is caught by the head an evidence document quoted).
+The CLI case changes a real table with delta-rs' own ``update`` and ``delete``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timezone
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from demo.lake import build_lake
+from lake_reports.cli import main
+from lakeio import audit_chain, delta_write
+from lakeio.audit import AUDIT_COLUMNS, AuditAction, RunTable, append_run, read_audit, verify_chain
+from lakeio.shapes import OUTCOMES
+from tests.lakes import inventory_of, now_ms, vacuum
+
+pytestmark = pytest.mark.slow  # a few dozen small Spark jobs
+
+
+def _append(spark, audit: str, run_id: str, at_ms: int, files: int) -> None:
+    outcomes = spark.createDataFrame(
+        [("file:///lake/t", f"file:///lake/t/part-{i}.parquet", 10 + i, at_ms, "deleted", None, at_ms + i, None, None,
+          None) for i in range(files)], OUTCOMES.schema)
+    append_run(spark, audit, run_id, at_ms, [RunTable("file:///lake/t", AuditAction.TABLE_VACUUMED, None, 3, 168.0)],
+               outcomes)
+
+
+@pytest.fixture(scope="module")
+def chained(spark, tmp_path_factory):
+    audit = str(tmp_path_factory.mktemp("chain") / "audit")
+    start = now_ms()
+    for i, files in enumerate((2, 0, 2)):  # a run with no file rows too
+        _append(spark, audit, f"run-{i}", start + i * 60_000, files)
+    return audit
+
+
+def _key(row) -> tuple:
+    return row["run_id"], row["seq"]
+
+
+def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
+    rows = read_audit(spark, chained).localCheckpoint(eager=True)
+    clean = audit_chain.verify(rows)
+    assert clean.ok, clean.summary()
+    assert (clean.runs, clean.rows_verified, clean.unchained_rows, clean.forks) == (3, 7, 0, [])
+    order = sorted(rows.collect(), key=lambda r: (r["timestamp"], r["seq"]))
+    assert clean.head == audit_chain.Head(order[-1]["row_hash"], "run-2", 2)
+    assert [r["prev_hash"] for r in order if r["seq"] == 0] == [audit_chain.GENESIS, order[2]["row_hash"],
+                                                                 order[3]["row_hash"]]
+    editable = ("table_root", "path", "length", "modificationTime", "action", "error", "timestamp", "retention_hours",
+                "table_version", "version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256")
+    for i, target in enumerate(order):
+        this = (F.col("run_id") == target["run_id"]) & (F.col("seq") == target["seq"])
+        column = editable[i % len(editable)]
+        kind = dict(rows.dtypes)[column]
+        changed = F.when(F.col(column).isNull(), F.lit("1").cast(kind)).otherwise(
+            F.col(column) + F.lit(1) if kind in ("bigint", "double") else
+            F.col(column) + F.expr("INTERVAL 1 SECOND") if kind == "timestamp" else F.concat(F.col(column), F.lit("x")))
+        edited = rows.withColumn(column, F.when(this, changed).otherwise(F.col(column)))
+        named = f"run {target['run_id']} row {target['seq']} "
+        check = audit_chain.verify(edited)
+        assert not check.ok and check.problems[0].startswith(named) and "edited" in check.problems[0], (column, check.problems)
+
+        # The forger recomputes the edited row's own hash: the row after it (or the next run's link) breaks.
+        prev = (order[i - 1]["row_hash"] if target["seq"] else target["prev_hash"])
+        forged = edited.where(this).collect()[0].asDict()
+        forged_hash = _rehash(spark, forged, prev)
+        rehashed = edited.withColumn("row_hash", F.when(this, F.lit(forged_hash)).otherwise(F.col("row_hash")))
+        check = audit_chain.verify(rehashed)
+        successor = order[i + 1] if i + 1 < len(order) else None
+        if successor is None:
+            assert check.ok and check.head.row_hash == forged_hash  # the newest row: only a quoted head shows it
+            assert not audit_chain.verify(rehashed, expected_head=clean.head.row_hash).ok
+        else:
+            assert not check.ok and check.problems[0].startswith(f"run {successor['run_id']} row {successor['seq']}")
+
+        deleted = audit_chain.verify(rows.where(~this))
+        last_of_run = successor is None or successor["run_id"] != target["run_id"]
+        if successor is None:
+            assert deleted.ok  # the chain alone cannot see its own tail go: the quoted head can
+            assert audit_chain.verify(rows.where(~this), expected_head=clean.head.row_hash).problems == [
+                f"head {clean.head.row_hash} is no row of the table: rows at or before it were deleted or changed"]
+        elif last_of_run:
+            assert deleted.problems[0].startswith(f"run {successor['run_id']} row 0: links to {target['row_hash']}")
+            loose = (f"run {target['run_id']} ends at row {target['seq'] - 1}" if target["seq"]
+                     else f"run {order[i - 1]['run_id']} ends at row {order[i - 1]['seq']}")  # the whole run went
+            assert f"({loose} and no run follows it)" in deleted.problems[0], deleted.problems
+        else:
+            assert deleted.problems[0].startswith(f"run {successor['run_id']} row {successor['seq']}") and \
+                "missing (deleted)" in deleted.problems[0], deleted.problems
+
+    # A whole run deleted from the middle, and a forged row inserted into a run.
+    middle = audit_chain.verify(rows.where(F.col("run_id") != "run-1"))
+    assert middle.problems[0].startswith("run run-2 row 0: links to")
+    extra = rows.where((F.col("run_id") == "run-0") & (F.col("seq") == 1)).withColumn("seq", F.lit(9).cast("long"))
+    assert audit_chain.verify(rows.unionByName(extra)).problems[0].startswith("run run-0 row 9")
+    # The newest run's hashes stripped, as if it predated the chain.
+    stripped = rows.withColumn("row_hash", F.when(F.col("run_id") == "run-2", None).otherwise(F.col("row_hash")))
+    assert audit_chain.verify(stripped).problems == [
+        "run run-2: 3 row(s) carry no hash but were written after the chain began "
+        f"({order[0]['timestamp'].astimezone(timezone.utc).isoformat(timespec='seconds')}): their hashes were removed"]
+
+
+def _rehash(spark, row: dict, prev: str) -> str:
+    frame = audit_chain._normalized(spark.createDataFrame([row], AUDIT_COLUMNS))
+    return audit_chain.link(prev, audit_chain.canonical(frame.collect()[0].asDict()))
+
+
+def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_path):
+    audit = str(tmp_path / "audit")
+    _append(spark, audit, "run-a", now_ms(), 1)
+    held = []
+
+    def second_run_commits_first(table_uri: str) -> None:
+        if table_uri.endswith("/audit") and not held:
+            held.append(table_uri)  # run-b read the head run-a read too, and commits while run-b waits
+            _append(spark, audit, "run-c", now_ms(), 1)
+
+    delta_write.BEFORE_COMMIT.append(second_run_commits_first)
+    try:
+        _append(spark, audit, "run-b", now_ms(), 1)
+    finally:
+        delta_write.BEFORE_COMMIT.remove(second_run_commits_first)
+    check = verify_chain(spark, audit)
+    assert check.ok, check.summary()
+    assert check.forks == ["runs run-c, run-b all follow run run-a (appended at the same time)"] or \
+        check.forks == ["runs run-b, run-c all follow run run-a (appended at the same time)"]
+    _append(spark, audit, "run-d", now_ms(), 1)  # the next run follows the newest tip
+    assert verify_chain(spark, audit).ok
+
+
+def test_a_vacuum_run_records_its_logs_hash_and_the_cli_names_the_edited_row(spark, tmp_path, capsys):
+    lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
+    inventory = inventory_of(spark, lake.bucket_dir, tmp_path)
+    audit = str(tmp_path / "audit")
+    tables = [lake.tables["orders"], lake.tables["events"]]
+    for dry_run in (True, False):
+        vacuum(spark, inventory, tables, dry_run=dry_run, audit_table=audit, retain_hours=0.0, force_retention=True)
+    table_rows = [r for r in read_audit(spark, audit).collect() if r["path"] is None]
+    assert len(table_rows) == 4
+    for row in table_rows:
+        commit = Path(row["table_root"].removeprefix("file://")) / "_delta_log" / f"{row['table_version']:020d}.json"
+        assert row["log_sha256"] == hashlib.sha256(commit.read_bytes()).hexdigest()
+
+    assert main(["erasure", "--audit-table", audit, "--verify"]) == 0
+    head = capsys.readouterr().out.split("head ")[1].split()[0]
+    rows = read_audit(spark, audit).collect()
+    last = {r["run_id"]: max(o["seq"] for o in rows if o["run_id"] == r["run_id"]) for r in rows}
+    victim = next(r for r in rows if r["action"] == "deleted" and r["seq"] < last[r["run_id"]])
+    DeltaTable(audit).update(predicate=f"run_id = '{victim['run_id']}' AND seq = {victim['seq']}",
+                             updates={"path": "'s3://elsewhere/not-this-file.parquet'"})
+    assert main(["erasure", "--audit-table", audit, "--verify", "--head", head]) == 1
+    out = capsys.readouterr().out
+    assert f"the first: run {victim['run_id']} row {victim['seq']} (deleted s3://elsewhere/not-this-file.parquet): " \
+           "its content does not match its hash" in out
+    DeltaTable(audit).restore(DeltaTable(audit).version() - 1)
+    DeltaTable(audit).delete(predicate=f"run_id = '{victim['run_id']}' AND seq = {victim['seq']}")
+    assert main(["erasure", "--audit-table", audit, "--verify"]) == 1
+    assert f"the first: run {victim['run_id']} row {victim['seq'] + 1} " in capsys.readouterr().out
