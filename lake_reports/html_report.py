@@ -18,6 +18,8 @@ COLOURS = {
 SERIES = ("#2b6cb0", "#e53e3e", "#38a169", "#dd6b20", "#805ad5", "#718096")
 TOP_TABLES = 15
 TREND_TABLES = 5
+AXIS_TICKS = 4  # the trend's y axis: gridlines at 0, 1/4, ... of the largest size
+AXIS_DATES = 6  # the trend's x axis: at most this many dates labelled
 
 
 def render(result: ChargebackResult) -> str:
@@ -36,8 +38,11 @@ def render(result: ChargebackResult) -> str:
 <style>
 body {{ font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #1a202c; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
-th, td {{ padding: 3px 8px; border-bottom: 1px solid #e2e8f0; text-align: right; white-space: nowrap; }}
-th:first-child, td:first-child {{ text-align: left; }}
+th, td {{ padding: 3px 6px; border-bottom: 1px solid #e2e8f0; text-align: right; white-space: nowrap; }}
+th {{ white-space: normal; vertical-align: bottom; }}
+th:first-child, td:first-child {{ text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 12em; }}
+.wide {{ max-width: 100%; overflow-x: auto; }}
+.wide table {{ font-size: 13px; }}
 .warn {{ color: #c53030; }}
 .legend span {{ display: inline-block; margin-right: 1em; }}
 .legend i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
@@ -45,7 +50,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 <h1>Storage chargeback</h1>
 <p>Inventory <code>{escape(result.inventory_table)}</code> as of <b>{escape(result.inventory_date)}</b>;
 generated {escape(result.generated_at)}. {len(tables)} table(s) and untracked areas,
-<b>{human_bytes(total)}</b>, <b>${usd:,.2f}</b> per month.{
+<b>{human_bytes(total)}</b>, <b>{_usd(usd)}</b> per month.{
     f" Tables are named relative to <code>{escape(prefix)}</code>." if prefix else ""}</p>
 {"".join(f'<p class="warn">{w}</p>' for w in warnings)}
 <h2>Top tables by bytes</h2>
@@ -87,9 +92,10 @@ def _top_tables_chart(tables: list[TableCharge], prefix: str) -> str:
                              f'fill="{COLOURS[category]}"><title>{escape(_name(charge))}: {category} '
                              f'{human_bytes(charge.bytes_by_category[category])}</title></rect>')
                 x += width
-        parts.append(f'<text x="{x + 6:.1f}" y="{y + 16}" font-size="12">{human_bytes(charge.bytes)}</text>')
+        parts.append(f'<text x="{x + 6:.1f}" y="{y + 16}" font-size="12">{human_bytes(charge.bytes)}, '
+                     f'{_usd(charge.usd_per_month)}/month</text>')
     height = max(len(tables), 1) * row
-    return _svg("top-tables", label_width + bar_width + 100, height, parts)
+    return _svg("top-tables", label_width + bar_width + 190, height, parts)
 
 
 def _storage_class_chart(result: ChargebackResult) -> str:
@@ -110,7 +116,7 @@ def _storage_class_chart(result: ChargebackResult) -> str:
             f'<rect x="{label_width}" y="{y + 4}" width="{width:.1f}" height="{row - 8}" fill="{SERIES[0]}">'
             f'<title>{escape(storage_class)}: {human_bytes(int(size))}</title></rect>',
             f'<text x="{label_width + width + 6:.1f}" y="{y + 16}" font-size="12">'
-            f'{human_bytes(int(size))}, ${usd:,.2f}/month</text>',
+            f'{human_bytes(int(size))}, {_usd(usd)}/month</text>',
         ]
     return _svg("storage-classes", label_width + bar_width + 200, max(len(ordered), 1) * row, parts)
 
@@ -133,12 +139,17 @@ def _trend_chart(result: ChargebackResult, tables: list[TableCharge], prefix: st
         y = height - bottom - size / largest * (height - bottom - 10)
         return f"{x:.1f},{y:.1f}"
 
-    parts = [
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 20}" y2="{height - bottom}" stroke="#a0aec0"/>',
-        f'<text x="{left - 6}" y="14" text-anchor="end" font-size="11">{human_bytes(largest)}</text>',
-        f'<text x="{left}" y="{height - 10}" font-size="11">{escape(dates[0])}</text>',
-        f'<text x="{width - 20}" y="{height - 10}" text-anchor="end" font-size="11">{escape(dates[-1])}</text>',
-    ]
+    parts = []
+    for tick in range(AXIS_TICKS + 1):  # the y axis: a gridline and its size at each fifth
+        size = largest * tick // AXIS_TICKS
+        y = xy(0, size).split(",")[1]
+        parts += [f'<line x1="{left}" y1="{y}" x2="{width - 20}" y2="{y}" stroke="{"#a0aec0" if not tick else "#edf2f7"}"/>',
+                  f'<text x="{left - 6}" y="{float(y) + 4:.1f}" text-anchor="end" font-size="11">{human_bytes(size)}</text>']
+    shown = sorted({round(i * (len(dates) - 1) / (AXIS_DATES - 1)) for i in range(AXIS_DATES)})
+    for i in shown:  # the x axis: the first and last dates, and evenly spaced ones between
+        x = xy(i, 0).split(",")[0]
+        anchor = "start" if i == 0 else "end" if i == len(dates) - 1 else "middle"
+        parts.append(f'<text x="{x}" y="{height - 10}" text-anchor="{anchor}" font-size="11">{escape(dates[i])}</text>')
     legend = []
     for colour, (key, points) in zip(SERIES, series.items()):
         line = " ".join(xy(i, points.get(d, 0)) for i, d in enumerate(dates))
@@ -156,9 +167,14 @@ def _tables_table(tables: list[TableCharge], prefix: str) -> str:
         cells = "".join(f"<td>{human_bytes(t.bytes_by_category.get(c, 0))}</td>" for c in CATEGORIES)
         growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day)) + "/day"
         rows.append(f"<tr><td>{escape(_name(t, prefix))}</td><td>{t.objects:,}</td><td>{human_bytes(t.bytes)}</td>{cells}"
-                    f"<td>${t.usd_per_month:,.2f}</td><td>{growth}</td></tr>")
-    return (f"<table><tr><th>table</th><th>objects</th><th>total</th>{head}<th>$/month</th><th>growth</th></tr>"
-            + "".join(rows) + "</table>")
+                    f"<td>{_usd(t.usd_per_month)}</td><td>{growth}</td></tr>")
+    return (f'<div class="wide"><table><tr><th>table</th><th>objects</th><th>total</th>{head}<th>$/month</th>'
+            f'<th>growth</th></tr>' + "".join(rows) + "</table></div>")
+
+
+def _usd(amount: float) -> str:
+    """Dollars to the cent, as HTML; an amount that rounds to nothing but is not nothing says so."""
+    return "&lt;$0.01" if 0 < amount < 0.005 else f"${amount:,.2f}"
 
 
 def _svg(chart_id: str, width: int, height: int, parts: list[str]) -> str:

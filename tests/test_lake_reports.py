@@ -257,6 +257,19 @@ def test_html_report_renders_in_headless_chromium(spark, lake, tmp_path):
         hex_colour = html_report.COLOURS[name]
         assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours, name
 
+    # At 1,280 px nothing is cut off on the right: the page is as wide as the window. The report has no
+    # scripts; a copy with one measures the laid-out page, and Chromium prints the DOM it leaves.
+    measured = tmp_path / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", "<script>document.body.setAttribute('data-overflow', "
+                                                 "document.documentElement.scrollWidth - window.innerWidth)"
+                                                 "</script></body>"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400", "--dump-dom",
+                          measured.as_uri()], check=True, capture_output=True, timeout=120, text=True).stdout
+    overflow = re.search(r'data-overflow="(-?\d+)"', dom)
+    assert overflow and int(overflow.group(1)) <= 0, f"the page is {overflow and overflow.group(1)} px too wide"
+
 
 def _run_row(spark, audit: str, table: Path, path: Path, action: str, error: str | None, at_ms: int,
              run_id: str = "run-failed") -> str:
