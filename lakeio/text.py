@@ -12,7 +12,9 @@ _TASK_FAILURE = re.compile(r"^(?:org\.apache\.spark\.SparkException: )?Job abort
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """One line saying what went wrong: the message's first real line, plus the root cause
-    when a Java stack trace names one (py4j wraps everything in "An error occurred while calling")."""
+    when a Java stack trace names one (py4j wraps everything in "An error occurred while calling").
+    A storage failure everyone meets (a scheme with no file system, access denied, no such
+    bucket, expired credentials) leads with what to do about it (:func:`storage_advice`)."""
     lines = [ln.strip().lstrip(": ").strip() for ln in str(exc).splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith(("An error occurred while calling", "at "))]
     if not lines:
@@ -20,7 +22,57 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     causes = [ln[len("Caused by: "):] for ln in lines if ln.startswith("Caused by: ")]
     lines[0] = _TASK_FAILURE.sub("", lines[0])
     text = lines[0] if not causes or causes[-1] in lines[0] else f"{lines[0]} (cause: {causes[-1]})"
-    return text[:limit]
+    advice = storage_advice(str(exc))
+    if advice is None:
+        return text[:limit]
+    return f"{advice} [{shorten_end(text, max(limit - len(advice) - 3, 60))}]"  # the advice is never cut
+
+
+# Hadoop connectors by URI scheme: what makes a scheme readable.
+_CONNECTORS = {
+    "s3": "use s3a:// URIs with hadoop-aws on the classpath (spark-submit --packages "
+          "org.apache.hadoop:hadoop-aws:<your Hadoop version>), or run on EMR, whose EMRFS serves s3://",
+    "s3n": "use s3a:// URIs with hadoop-aws on the classpath",
+    "s3a": "put hadoop-aws on the classpath (spark-submit --packages org.apache.hadoop:hadoop-aws:<your Hadoop version>)",
+    "gs": "put the Cloud Storage connector (gcs-connector) on the classpath",
+    "abfs": "put hadoop-azure on the classpath", "abfss": "put hadoop-azure on the classpath",
+    "wasb": "put hadoop-azure on the classpath", "wasbs": "put hadoop-azure on the classpath",
+}
+_NO_FILE_SYSTEM = re.compile(r'No FileSystem for scheme:? "?([A-Za-z0-9+.-]+)"?')
+_MISSING_CLASS = re.compile(r"Class (org\.apache\.hadoop\.fs\.(s3a|azurebfs|azure)\.\w+|"
+                            r"com\.google\.cloud\.hadoop\.fs\.gcs\.\w+) not found")
+_NOT_AUTHORIZED = re.compile(r"(arn:aws:[^\s]+) is not authorized to perform:? ([\w:*]+)")
+_DENIED = re.compile(r"AccessDenied|Access Denied|Status Code: 403|403 Forbidden|\(403\)|AuthorizationPermissionMismatch")
+_NO_BUCKET = re.compile(r"NoSuchBucket|The specified bucket does not exist|UnknownStoreException|"
+                        r"Bucket (\S+) does not exist")
+_EXPIRED = re.compile(r"ExpiredToken|token (?:included in the request )?(?:has|is) expired|RequestExpired|"
+                      r"credentials? (?:have|has) expired", re.IGNORECASE)
+
+
+def storage_advice(message: str) -> str | None:
+    """What to do about a common storage failure named anywhere in ``message`` (a Java trace, a boto3
+    error); None when it is none of them."""
+    if match := _NO_FILE_SYSTEM.search(message):
+        scheme = match.group(1).lower()
+        return (f'no file system for "{scheme}://" on this Spark: '
+                + _CONNECTORS.get(scheme, f"put the Hadoop connector for {scheme}:// on the classpath"))
+    if match := _MISSING_CLASS.search(message):
+        connector = {"s3a": "s3a", "azurebfs": "abfs", "azure": "wasb"}.get(match.group(2) or "", "gs")
+        return f"the Hadoop connector is missing ({match.group(1)}): {_CONNECTORS[connector]}"
+    if _EXPIRED.search(message):
+        return ("the AWS credentials have expired: renew them (aws sso login, a fresh session token, the "
+                "instance profile) and run again")
+    if match := _NOT_AUTHORIZED.search(message):
+        return (f"access denied: {match.group(1)} may not {match.group(2)}: grant it on the bucket or prefix "
+                "(IAM policy, bucket policy, KMS key policy)")
+    if _DENIED.search(message):
+        return ("access denied: the credentials this job runs with (instance profile, AWS_PROFILE, fs.s3a.* "
+                "settings) lack this request's permission: listing needs s3:ListBucket, reading s3:GetObject, "
+                "deleting s3:DeleteObject (s3:DeleteObjectVersion to purge versions), SSE-KMS objects kms:Decrypt")
+    if match := _NO_BUCKET.search(message):
+        named = f" {match.group(1)}" if match.group(1) else ""
+        return f"no such bucket{named}: check the bucket name and the account and region the job runs in"
+    return None
 
 
 def human_bytes(n: int) -> str:
@@ -31,6 +83,11 @@ def human_bytes(n: int) -> str:
             return f"{sign}{int(size)} B" if unit == "B" else f"{sign}{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def shorten_end(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters from the right (the start of a message says the most)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def shorten(text: str, width: int) -> str:

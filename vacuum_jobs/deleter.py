@@ -44,6 +44,7 @@ from lakeio.audit import AuditAction
 from lakeio.cli import LOG_FORMAT
 from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
+from lakeio.text import first_line, storage_advice
 
 log = logging.getLogger(__name__)
 EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
@@ -267,7 +268,7 @@ def delete_with_hadoop(storage: Storage, targets: Iterable[Target], run_id: str,
             else:
                 yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
         except Exception as exc:
-            yield Outcome(target, AuditAction.FAILED, str(exc).splitlines()[0][:300], _now_ms())
+            yield Outcome(target, AuditAction.FAILED, first_line(exc), _now_ms())
 
 
 class S3BatchDeleter:
@@ -347,7 +348,7 @@ class S3BatchDeleter:
                     self._backoff(attempt)
                     continue
                 for entry, target in pending:
-                    yield entry, target, f"{code or type(exc).__name__}: {str(exc)[:200]}", None
+                    yield entry, target, _described(code or type(exc).__name__, str(exc)[:200]), None
                 return
             failed = {(e.get("Key"), e.get("VersionId")): e for e in response.get("Errors", [])}
             markers = {d.get("Key"): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", [])
@@ -360,7 +361,7 @@ class S3BatchDeleter:
                 elif error.get("Code") in RETRYABLE_CODES and attempt < self.settings.max_attempts:
                     retry.append((entry, target))
                 else:
-                    yield entry, target, f"{error.get('Code')}: {error.get('Message', '')}".strip(), None
+                    yield entry, target, _described(error.get("Code"), error.get("Message", "")), None
             if not retry:
                 return
             pending = retry
@@ -384,6 +385,14 @@ def _retryable(exc: Exception, code: str | None, status: int | None) -> bool:
     from botocore.exceptions import ConnectionError, HTTPClientError
 
     return code in RETRYABLE_CODES or (status or 0) >= 500 or isinstance(exc, (ConnectionError, HTTPClientError))
+
+
+def _described(code: str | None, message: str) -> str:
+    """An S3 error as the audit records it: its code and message first (what monitors group by), then
+    what to do where it is a common one (lakeio.text.storage_advice)."""
+    text = f"{code}: {message}".strip()
+    advice = storage_advice(text)
+    return f"{text} ({advice})" if advice else text
 
 
 def _error_code(exc: Exception) -> tuple[str | None, int | None]:

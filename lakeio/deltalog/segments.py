@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from lakeio import uris
 from lakeio.storage import Storage
+from lakeio.text import first_line
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -46,7 +47,7 @@ def log_segment(storage: Storage, table_root: str) -> LogSegment:
     try:
         listing = storage.list(log_dir)
     except Exception as exc:  # permission, throttling, ...
-        raise UnreadableLog(f"{log_dir}: cannot list: {str(exc).splitlines()[0][:200]}") from None
+        raise UnreadableLog(f"{log_dir}: cannot list: {first_line(exc)}") from None
     return segment_from_listing(table_root, [status.uri for status in listing if not status.is_dir])
 
 

@@ -1,0 +1,72 @@
+"""The storage failures everyone meets are said in one line that says what to do.
+
+The first case is real: this Spark has no file system for ``s3://`` (no hadoop-aws here), so a
+vacuum of an ``s3://`` table, and a delete against a bucket moto does not have, fail as they
+would on a fresh cluster. The others are the messages S3A, the AWS SDK and boto3 give for them.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from lakeio.text import first_line, storage_advice
+from tests.lakes import inventory_of
+from vacuum_jobs.cli import main
+from vacuum_jobs.deleter import DeleteSettings, delete_planned
+
+
+def test_a_scheme_without_a_file_system_names_the_connector(spark, tmp_path, capsys):
+    bucket = tmp_path / "lake"
+    (bucket / "t").mkdir(parents=True)
+    (bucket / "t" / "data.parquet").write_bytes(b"x")
+    inventory = inventory_of(spark, bucket, tmp_path)
+    assert main(["--inventory-table", inventory, "--table", "s3://lake-prod/warehouse/t", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert 'reason: unreadable log: s3://lake-prod/warehouse/t/_delta_log: cannot list: no file system for "s3://" ' \
+           "on this Spark: use s3a:// URIs with hadoop-aws on the classpath" in out
+    assert "An error occurred while calling" not in out
+
+
+@pytest.mark.slow
+def test_a_delete_in_a_bucket_that_does_not_exist_says_so(spark, s3_endpoint):
+    missing = f"gone-{uuid.uuid4().hex[:10]}"
+    targets = spark.createDataFrame([(f"s3://{missing}/t", f"s3://{missing}/t/a.parquet", 1, 0, [])],
+                                    "table_root string, path string, length long, modificationTime long, "
+                                    "version_ids array<string>")
+    outcomes = delete_planned(spark, targets, DeleteSettings(endpoint_url=s3_endpoint), "run").collect()
+    assert [r["action"] for r in outcomes] == ["failed"]
+    assert outcomes[0]["error"].startswith("NoSuchBucket: ") and "(no such bucket: check the bucket name" in \
+        outcomes[0]["error"], outcomes[0]["error"]
+
+
+MESSAGES = {
+    "s3a 403": ("java.nio.file.AccessDeniedException: s3a://lake/t/_delta_log: getFileStatus on s3a://lake/t/_delta_log:"
+                " com.amazonaws.services.s3.model.AmazonS3Exception: Forbidden (Service: Amazon S3; Status Code: 403; "
+                "Error Code: 403 Forbidden; Request ID: 4B2E)", "access denied: the credentials this job runs with"),
+    "boto3 principal": ("An error occurred (AccessDenied) when calling the ListObjectsV2 operation: User: "
+                        "arn:aws:sts::123456789012:assumed-role/vacuum/i-0abc is not authorized to perform: "
+                        "s3:ListBucket on resource: \"arn:aws:s3:::lake\"",
+                        "access denied: arn:aws:sts::123456789012:assumed-role/vacuum/i-0abc may not s3:ListBucket"),
+    "no bucket": ("org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://lake-prod/t': Bucket does not exist",
+                  "no such bucket: check the bucket name"),
+    "sdk no bucket": ("com.amazonaws.services.s3.model.AmazonS3Exception: The specified bucket does not exist "
+                      "(Service: Amazon S3; Status Code: 404; Error Code: NoSuchBucket)", "no such bucket"),
+    "expired": ("com.amazonaws.services.s3.model.AmazonS3Exception: The provided token has expired. (Service: Amazon "
+                "S3; Status Code: 400; Error Code: ExpiredToken)", "the AWS credentials have expired"),
+    "s3a class": ("java.lang.RuntimeException: java.lang.ClassNotFoundException: Class "
+                  "org.apache.hadoop.fs.s3a.S3AFileSystem not found",
+                  "the Hadoop connector is missing (org.apache.hadoop.fs.s3a.S3AFileSystem): put hadoop-aws"),
+    "gs": ('org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "gs"',
+           'no file system for "gs://" on this Spark: put the Cloud Storage connector'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MESSAGES))
+def test_common_storage_failures_lead_with_what_to_do(case):
+    message, advice = MESSAGES[case]
+    wrapped = RuntimeError(f"An error occurred while calling o688.getFileSystem.\n: {message}\n\tat org.apache.x(X.java:1)")
+    line = first_line(wrapped)
+    assert line.startswith(advice) and "\n" not in line and line.endswith("]"), line
+    assert storage_advice("java.io.FileNotFoundException: s3a://lake/t/part-1.parquet") is None
