@@ -16,6 +16,7 @@ from inventory_etl.discovery import LOOKBACK_DAYS, discover
 from inventory_etl.ingestion import HELD, IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
 from lakeio import uris
+from lakeio.catalog import CatalogError
 from lakeio.cli import add_common_arguments, iso_date, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.storage import Storage
@@ -104,9 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     else:
         manifests = args.manifest
-    job = IngestInventory(spark, args.inventory_table, path_roots,
-                          verify_checksums=not args.no_verify_checksums,
-                          allow_older=args.allow_older_delivery, keep_days=args.keep_days)
+    try:
+        job = IngestInventory(spark, args.inventory_table, path_roots,
+                              verify_checksums=not args.no_verify_checksums,
+                              allow_older=args.allow_older_delivery, keep_days=args.keep_days)
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started

@@ -29,7 +29,7 @@ from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, 
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
-from lakeio import uris
+from lakeio import catalog, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import (
     Claim,
@@ -145,7 +145,7 @@ class IngestInventory:
     ):
         self.spark = spark
         self.storage = Storage(spark)
-        self.inventory_table = uris.to_uri(inventory_table)
+        self.inventory_table = uris.to_uri(catalog.resolve(spark, inventory_table, must_be_delta=False))
         self.path_roots = {bucket: uris.to_uri(root) for bucket, root in (path_roots or {}).items()}
         self.verify_checksums = verify_checksums
         self.allow_older = allow_older

@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any
 
@@ -43,7 +43,7 @@ from inventory_etl.contract import (
     read_inventory,
 )
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
-from lakeio import uris
+from lakeio import catalog, uris
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
@@ -258,7 +258,7 @@ class Chargeback:
 
     def __init__(self, spark: SparkSession, options: ChargebackOptions):
         self.spark = spark
-        self.options = options
+        self.options = replace(options, inventory_table=catalog.resolve(spark, options.inventory_table))
         self.progress = step_announcer(spark, log)
         check_workers(spark)
 

@@ -19,6 +19,7 @@ from lake_reports.erasure_document import ErasureRequest
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
 from lakeio.audit import verify_chain
+from lakeio.catalog import CatalogError, resolve
 from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, report_out, setup_logging
 from lakeio.delta_read import TableNotFound
 from lakeio.spark import get_spark
@@ -94,7 +95,7 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     spark = get_spark("lake_reports.chargeback", args.master)
     try:
         result = Chargeback(spark, options).execute()
-    except ChargebackError as exc:
+    except (ChargebackError, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
@@ -133,7 +134,7 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     spark = get_spark("lake_reports.erasure", args.master)
     try:
         report = ErasureEvidence(spark, options).execute(args.path, commits)
-    except ErasureError as exc:
+    except (ErasureError, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return report_out(spark, report, args.report)
@@ -145,8 +146,8 @@ def verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     spark = get_spark("lake_reports.erasure_verify", args.master)
     try:
-        check = verify_chain(spark, args.audit_table, args.head)
-    except TableNotFound as exc:
+        check = verify_chain(spark, resolve(spark, args.audit_table), args.head)
+    except (TableNotFound, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(check.summary())

@@ -142,8 +142,8 @@ class ErasureRequest:
 
     def __init__(self, spark: SparkSession, options: ErasureOptions):
         self.spark = spark
-        self.options = options
         self.evidence = ErasureEvidence(spark, options)
+        self.options = self.evidence.options  # with catalog names resolved
 
     def document(self, commit: CommitQuestion, request_id: str) -> EvidenceDocument:
         if not request_id.strip():
@@ -163,12 +163,13 @@ class ErasureRequest:
         found, unsearched = self._copies(gathered, [f.path for f in removed], at_ms)
         head = self._chain(gathered)
         table = gathered.tables[record.table]
-        deadline_ms = (at_ms or gathered.now_ms) + int(self.options.deadline_days * 24 * MS_PER_HOUR)
+        start_ms = at_ms or gathered.now_ms  # the deadline runs from the commit
+        deadline_ms = start_ms + int(self.options.deadline_days * 24 * MS_PER_HOUR)
         return EvidenceDocument(
             SCHEMA_VERSION, request_id, iso_utc(gathered.now_ms), record.table, record.operation,
             _predicate(record.parameters), before, CommitSide(record.version, iso_utc(at_ms) if at_ms else None),
             self.options.deadline_days, removed, vectors, found, unsearched, table, head,
-            _verdict(removed, vectors, found, unsearched, table, gathered.tables, head, at_ms, deadline_ms))
+            _verdict(removed, vectors, found, unsearched, table, gathered.tables, head, start_ms, deadline_ms))
 
     def _before(self, commit: CommitQuestion) -> CommitSide | None:
         if commit.version == 0:
@@ -221,22 +222,24 @@ def _predicate(parameters: dict) -> str | None:
 
 def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], found: list[lake_copies.Copy],
              unsearched: list[str], table: TableErasure, tables: dict[str, TableErasure], head: ChainHead,
-             at_ms: int | None, deadline_ms: int) -> Verdict:
+             start_ms: int, deadline_ms: int) -> Verdict:
     """done: no byte remains anywhere; on_track: every remaining one is due before the deadline; at_risk: why not."""
     risks: list[str] = []
     pending: list[str] = []
     due: list[int] = []
-    start = at_ms or deadline_ms
 
     def bounded_by(t: TableErasure | None, what: str) -> None:
-        if t is None or t.worst_case_days is None or t.over_deadline:
-            risks.append(f"{what}: {t.problem if t and t.problem else 'its table has no bounded time to erasure'}"
-                         if t is None or t.problem or t.worst_case_days is None
-                         else f"{what}: worst case {t.worst_case_days:.1f} days (retention, vacuum cadence, "
-                              "inventory lag, undo window) exceeds the deadline")
-            return
-        pending.append(what)
-        due.append(start + int(t.worst_case_days * 24 * MS_PER_HOUR))
+        """``what`` waits for the vacuums of table ``t``: due by its worst case, or a risk saying why not."""
+        if t is not None and t.worst_case_days is not None and not t.over_deadline:
+            pending.append(what)
+            due.append(start_ms + int(t.worst_case_days * 24 * MS_PER_HOUR))
+        elif t is not None and (t.problem or t.worst_case_days is None):
+            risks.append(f"{what}: {t.problem or 'no vacuum run has deleted files in its table'}")
+        elif t is not None:
+            risks.append(f"{what}: worst case {t.worst_case_days:.1f} days (retention, vacuum cadence, inventory lag, "
+                         "undo window) exceeds the deadline")
+        else:
+            risks.append(f"{what}: its table's log was not read: no bound on its erasure")
 
     hidden = [v for v in vectors if v.status in ("live", "live_soft_deleted")]
     # A file rewritten since its deletion vector was added goes the way of a removed one.

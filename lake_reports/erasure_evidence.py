@@ -40,7 +40,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -54,7 +54,7 @@ from inventory_etl.contract import (
     inventory_snapshot,
     one_row_per_object,
 )
-from lakeio import uris
+from lakeio import catalog, uris
 from lakeio.audit import DELETING_RUNS, AuditAction, read_audit
 from lakeio.delta_read import TableNotFound
 from lakeio.deltalog import gates
@@ -338,7 +338,8 @@ class ErasureEvidence:
 
     def __init__(self, spark: SparkSession, options: ErasureOptions):
         self.spark = spark
-        self.options = options
+        self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False),
+                               inventory_table=catalog.resolve(spark, options.inventory_table))
         self.progress = step_announcer(spark, log)
         check_workers(spark)
         self.storage = Storage(spark)

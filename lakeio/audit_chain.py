@@ -169,7 +169,7 @@ def _walk(partition: Iterable[Row]) -> Iterator[tuple]:
     run: dict | None = None
     for values in partition:
         run_id, seq, stored, prev = values["run_id"], values["seq"], values["row_hash"], values["prev_hash"]
-        row = {"run_id": run_id, "seq": seq, "at_ms": values["timestamp"] // 1000, "table_root": values["table_root"],
+        row = {"run_id": run_id, "seq": seq, "at_ms": (values["timestamp"] or 0) // 1000, "table_root": values["table_root"],
                "path": values["path"], "action": values["action"]}
         if run is None or run["run_id"] != run_id:
             if run is not None:

@@ -128,3 +128,18 @@ def test_every_readme_vacuum_command_parses():
             build_undo_parser(argv[0]).parse_args(argv[1:])
         else:
             build_parser().parse_args(argv)
+
+
+def test_every_readme_reports_command_parses():
+    """The flags README shows for chargeback, erasure, the request document and --verify are the ones the parser
+    takes, in the combinations the command accepts."""
+    from lake_reports.cli import build_parser
+
+    commands = readme_commands("lake_reports")
+    shown = {(argv[0], flag) for argv in commands for flag in ("--verify", "--request-id", "--commit") if flag in argv}
+    assert {("erasure", "--verify"), ("erasure", "--request-id")} <= shown
+    for argv in commands:
+        args = build_parser().parse_args(argv)
+        if args.command == "erasure":  # what erasure() itself checks before it starts Spark
+            assert args.verify or args.inventory_table, argv
+            assert args.request_id is None or (len(args.commit) == 1 and not args.path), argv

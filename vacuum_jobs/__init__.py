@@ -9,11 +9,11 @@ from lakeio.audit import AuditAction, TableStatus
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vacuum
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.report import RunReport, TableCounts, TableReport
-from vacuum_jobs.targets import Discover, TableTarget, TargetsError
+from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError
 from vacuum_jobs.undo import Undo, UndoError, UndoOptions, UndoReport, purge, restore
 
 __all__ = [
-    "AuditAction", "BatchVacuum", "DeleteSettings", "Discover", "RunRefused", "RunReport", "TableCounts",
+    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "RunRefused", "RunReport", "TableCounts",
     "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoError", "UndoOptions", "UndoReport",
     "VacuumOptions", "purge", "restore", "vacuum",
 ]

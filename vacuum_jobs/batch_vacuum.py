@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
-from lakeio import uris
+from lakeio import catalog, uris
 from lakeio.audit import AuditAction, TableStatus, check_audit_table
 from lakeio.delta_write import IncompatibleTable
 from lakeio.deltalog import gates
@@ -40,7 +40,7 @@ from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
-from vacuum_jobs.targets import Discover, TableTarget, TargetsError, as_targets
+from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,14 @@ class VacuumOptions:
                              "(deletes then add delete markers, which restore removes)")
 
 
-Tables = Sequence[str | os.PathLike | TableTarget] | Discover
+Tables = Sequence[str | os.PathLike | TableTarget] | Database | Discover
 
 
 def vacuum(spark: SparkSession, inventory_table: str, tables: Tables, *, dry_run: bool = True,
            **settings: Any) -> RunReport:
-    """Vacuum ``tables`` (URIs, :class:`TableTarget` values, or ``Discover(include=...)``) by
-    diffing ``inventory_table`` against their logs; only ``dry_run=False`` deletes.
+    """Vacuum ``tables`` (URIs or catalog names, :class:`TableTarget` values, ``Database(name)`` or
+    ``Discover(include=...)``) by diffing ``inventory_table`` (a URI or a catalog name) against
+    their logs; only ``dry_run=False`` deletes.
 
     ``settings`` are the other :class:`VacuumOptions` fields (``retain_hours``,
     ``audit_table``, ``delete=DeleteSettings(...)``, ...). Raises :class:`RunRefused` when
@@ -104,27 +105,42 @@ class BatchVacuum:
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
-        discover, explicit = (tables, None) if isinstance(tables, Discover) else (None, as_targets(tables))
+        discover = tables if isinstance(tables, Discover) else None
+        explicit: list[TableTarget] | Database | None = (
+            tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
         now_ms = self.options.now_ms or int(time.time() * 1000)
         run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
+        unnamed: dict[str, str] = {}
+        try:
+            self.options = replace(self.options, inventory_table=catalog.resolve(self.spark, self.options.inventory_table),
+                                   audit_table=self.options.audit_table and catalog.resolve(
+                                       self.spark, self.options.audit_table, must_be_delta=False))
+            run.inventory_table = uris.to_uri(self.options.inventory_table)
+            if explicit is not None:
+                explicit, unnamed = resolve_names(self.spark, explicit)
+        except catalog.CatalogError as refusal:
+            run.elapsed_seconds = time.monotonic() - started
+            raise RunRefused(str(refusal), run) from None
+        refused_names = [TableReport(name, TableStatus.REFUSED, why) for name, why in unnamed.items()]
         try:
             if self.options.audit_table:
                 check_audit_table(self.spark, self.options.audit_table)
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, InventoryUnavailable) as refusal:
-            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []]
+            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []] + refused_names
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
         run.inventory_date = inventory.day.isoformat()
         all_roots = delta_roots(current_objects(inventory.rows))
         targets = discover.targets(all_roots) if discover else explicit or []
         if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
+            run.tables = refused_names
             run.elapsed_seconds = time.monotonic() - started
-            raise RunRefused(_nothing_to_vacuum(discover, all_roots), run)
+            raise RunRefused(_nothing_to_vacuum(discover, all_roots, tables), run)
         reports = {t.root: TableReport(t.uri) for t in targets}
-        run.tables = list(reports.values())
+        run.tables = list(reports.values()) + refused_names
         runnable = self._runnable(targets, reports)
         replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms, run)
         try:
@@ -421,10 +437,12 @@ def _trash_unusable(trash: str, root: TableRoot) -> str | None:
     return None
 
 
-def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot]) -> str:
+def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot], tables: Tables) -> str:
     """Why a run has no table: the patterns that matched nothing, and a few roots the inventory holds."""
+    if isinstance(tables, Database):
+        return f"database {tables.name} holds no Delta table"
     if discover is None:
-        return "the list of tables to vacuum is empty"
+        return "the list of tables to vacuum is empty, or none of its names is a Delta table"
     if not roots:
         return "the inventory shows no Delta table (no key with a _delta_log/ segment)"
     patterns = ", ".join(f"--include {g!r}" for g in discover.include) or "no --include"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lakeio.catalog import CatalogError
 from lakeio.cli import add_common_arguments, as_flag, iso_date, read_text, report_out, setup_logging
 from lakeio.spark import get_spark
 from lakeio.text import first_line
@@ -30,9 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "'python -m vacuum_jobs restore', erase what runs hid with 'python -m vacuum_jobs purge' "
                     "(each with --help).",
     )
-    parser.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table (job 1)")
+    parser.add_argument("--inventory-table", required=True, metavar="URI",
+                        help="the inventory Delta table (job 1): a URI or a catalog name")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--table", action="append", metavar="URI", help="a table root; repeat for several")
+    which.add_argument("--table", action="append", metavar="URI",
+                       help="a table root, or a catalog name (bronze.events); repeat for several")
+    which.add_argument("--database", metavar="NAME",
+                       help="every Delta table of this catalog database (views and other tables are refused by name)")
     which.add_argument("--tables-file", metavar="FILE",
                        help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table "
                             "(a local path or a URI)")
@@ -108,10 +113,10 @@ def undo_main(command: str, argv: list[str]) -> int:
                           delete=DeleteSettings(endpoint_url=args.s3_endpoint_url))
     setup_logging(args.log_level)
     spark = get_spark(f"vacuum_jobs.{command}", args.master)
-    undo = Undo(spark, options)
     try:
+        undo = Undo(spark, options)
         report = undo.restore(args.run_id) if command == "restore" else undo.purge(args.older_than_days)
-    except UndoError as exc:
+    except (UndoError, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return report_out(spark, report, args.report)
@@ -150,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = read_text(spark, args.tables_file) if args.tables_file else None
         tables = (table_targets.as_targets(args.table) if args.table
+                  else table_targets.Database(args.database) if args.database
                   else table_targets.from_file(args.tables_file, text) if args.tables_file
                   else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ())))
     except table_targets.TargetsError as exc:

@@ -1,8 +1,10 @@
 """Which tables a run vacuums, with their per-table overrides.
 
-Three sources: ``--table`` URIs, a ``--tables-file`` (YAML or JSON), or ``--discover``
-(every Delta table root the inventory shows, filtered by globs: :class:`Discover`). A
-tables file is a list of URIs or of objects::
+Four sources: ``--table`` URIs or catalog names, a ``--tables-file`` (YAML or JSON),
+``--database`` (every Delta table of a catalog database: :class:`Database`), or ``--discover``
+(every Delta table root the inventory shows, filtered by globs: :class:`Discover`). Catalog
+names (``bronze.events``) are resolved to locations at the start of the run
+(:mod:`lakeio.catalog`). A tables file is a list of URIs or names, or of objects::
 
     - table: s3://lake/sales/orders
       retain_hours: 336        # optional, default: the table's own setting
@@ -15,9 +17,11 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from lakeio import uris
+from pyspark.sql import SparkSession
+
+from lakeio import catalog, uris
 from lakeio.documents import load_document
 
 
@@ -57,11 +61,42 @@ class Discover:
         return [TableTarget(root) for root in chosen]
 
 
+@dataclass(frozen=True)
+class Database:
+    """Every table of a catalog database whose location holds a Delta log; its views and other
+    tables are refused by name."""
+
+    name: str
+
+
 def as_targets(tables: Sequence[str | os.PathLike | TableTarget]) -> list[TableTarget]:
-    """Table URIs (or targets with their own settings), checked for duplicates."""
+    """Table URIs or catalog names (or targets with their own settings), checked for duplicates."""
     if isinstance(tables, (str, bytes)) or not isinstance(tables, (list, tuple)):
-        raise TargetsError(f"tables must be a list of table URIs or a Discover(...), not {tables!r}")
-    return _dedupe([t if isinstance(t, TableTarget) else TableTarget(uris.to_uri(os.fspath(t))) for t in tables])
+        raise TargetsError(f"tables must be a list of table URIs or names, a Database(...) or a Discover(...), "
+                           f"not {tables!r}")
+    return _dedupe([t if isinstance(t, TableTarget) else TableTarget(_uri_or_name(os.fspath(t))) for t in tables])
+
+
+def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
+                  ) -> tuple[list[TableTarget], dict[str, str]]:
+    """The targets with catalog names replaced by their tables' locations, and the names that could
+    not be (name -> why). CatalogError when a Database is unknown."""
+    if isinstance(targets, Database):
+        targets = [TableTarget(name) for name in catalog.database_tables(spark, targets.name)]
+    resolved, refused = [], {}
+    for target in targets:
+        if not catalog.is_name(target.uri):
+            resolved.append(target)
+            continue
+        try:
+            resolved.append(replace(target, uri=catalog.location(spark, target.uri)))
+        except catalog.CatalogError as exc:
+            refused[target.uri] = str(exc)
+    return _dedupe(resolved), refused
+
+
+def _uri_or_name(text: str) -> str:
+    return text if catalog.is_name(text) else uris.to_uri(text)
 
 
 def from_file(path: str, text: str | None = None) -> list[TableTarget]:
@@ -79,7 +114,7 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
         if isinstance(entry, str):
             entry = {"table": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("table"), str):
-            raise TargetsError(f"{path}: entry {i} needs a 'table' URI")
+            raise TargetsError(f"{path}: entry {i} needs a 'table' URI or name")
         unknown = set(entry) - {"table", "retain_hours", "enabled", "dry_run"}
         if unknown:
             raise TargetsError(f"{path}: entry {i} has unknown key(s) {sorted(unknown)}")
@@ -89,7 +124,7 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
         for flag in ("enabled", "dry_run"):
             if flag in entry and not isinstance(entry[flag], bool):
                 raise TargetsError(f"{path}: entry {i}: {flag} must be true or false")
-        found.append(TableTarget(uris.to_uri(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run")))
+        found.append(TableTarget(_uri_or_name(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run")))
     return _dedupe(found)
 
 

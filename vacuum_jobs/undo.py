@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from lakeio import uris
+from lakeio import catalog, uris
 from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import IncompatibleTable
@@ -120,7 +120,7 @@ class Undo:
 
     def __init__(self, spark: SparkSession, options: UndoOptions):
         self.spark = spark
-        self.options = options
+        self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False))
         self.progress = step_announcer(spark, log)
         check_workers(spark)
 
