@@ -99,7 +99,7 @@ class EvidenceDocument:
     removed_files: list[RemovedFile]
     deletion_vectors: list[DeletionVectorAdded]
     copies: list[lake_copies.Copy]
-    copies_not_searched: list[str]  # removed files no inventory row gives an ETag for
+    copies_not_searched: list[str]  # the commit's files no inventory row gives an ETag for
     table_erasure: TableErasure
     audit_chain: ChainHead
     verdict: Verdict
@@ -160,7 +160,8 @@ class ErasureRequest:
         answers = {a.path: a for a in gathered.report.answers}
         removed = [self._removed(answers[p]) for p in sorted(record.removed) if p not in record.deletion_vectors]
         vectors = [self._vector(answers[p], rows, record.table) for p, rows in sorted(record.deletion_vectors.items())]
-        found, unsearched = self._copies(gathered, [f.path for f in removed], at_ms)
+        # A file given a deletion vector still holds the rows, and so does every copy of it.
+        found, unsearched = self._copies(gathered, [f.path for f in removed] + [v.path for v in vectors], at_ms)
         head = self._chain(gathered)
         table = gathered.tables[record.table]
         start_ms = at_ms or gathered.now_ms  # the deadline runs from the commit
@@ -268,7 +269,7 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
         elif c.status in ("time_travel_in_table", "orphan_in_table"):
             bounded_by(tables.get(c.table or ""), f"copy {c.path} ({c.status})")
     if unsearched:
-        risks.append(f"{len(unsearched)} removed file(s) have no ETag in the inventory: their copies could not be "
+        risks.append(f"{len(unsearched)} file(s) of the commit have no ETag in the inventory: their copies could not be "
                      "looked for (add ETag to the inventory configuration)")
     if not head.verified:
         risks.append("the audit table fails its hash chain: " + (head.problems[0] if head.problems else "unverified"))

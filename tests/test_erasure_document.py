@@ -80,7 +80,7 @@ def lake(spark, tmp_path_factory):
             action["add"]["path"] = "file:" + quote(str(a))
     (shallow / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in first) + "\n")
     DeltaTable(str(orders)).delete("id = 2 OR id = 5")  # version 2: removes A and B
-    (bucket / "exports").mkdir()
+    (bucket / "exports").mkdir(exist_ok=True)
     shutil.copy(b, bucket / "exports" / "orders-2026.parquet")
     shutil.copy(b, bucket / "exports" / "old-copy.parquet")
     (replica / "sales" / "orders").mkdir(parents=True)
@@ -89,6 +89,8 @@ def lake(spark, tmp_path_factory):
     DeltaTable(str(plain)).delete("id = 7")  # version 1
     dv_table = bucket / "dims" / "dv_flags"
     shutil.copytree(GOLDEN_DV_TABLE, dv_table)
+    # An export of the file version 14 gives a deletion vector: the export still holds the row.
+    shutil.copy(next((dv_table / "part=6").glob("part-00001-*.parquet")), bucket / "exports" / "dv-file-copy.parquet")
     b_md5 = hashlib.md5(b.read_bytes()).hexdigest()
     noncurrent = [InventoryObject("backup/b.parquet", b.stat().st_size, 1_700_000_000_000, e_tag=b_md5,
                                   version_id="v1", is_latest=False, encryption_status="SSE-S3"),
@@ -181,9 +183,12 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
     vectors = erasure_request(spark, CommitQuestion(str(lake["dv"]), 14), "REQ-3", lake["audit"], lake["inventory"])
     assert [(v.rows_hidden, v.status) for v in vectors.deletion_vectors] == [(1, "live_soft_deleted")]
     assert not vectors.removed_files and vectors.verdict.status == "at_risk"
+    export = _uri(lake["bucket"] / "exports" / "dv-file-copy.parquet")
+    assert [(c.path, c.status, c.etag_kind) for c in vectors.copies] == [(export, "outside_tables", "md5")]
     assert vectors.verdict.reasons == [
         "1 deleted row(s) stay on disk in 1 live file(s) behind deletion vectors until the files are rewritten: "
-        f"REORG TABLE delta.`{_uri(lake['dv'])}` APPLY (PURGE), then a vacuum past the retention"]
+        f"REORG TABLE delta.`{_uri(lake['dv'])}` APPLY (PURGE), then a vacuum past the retention",
+        f"1 cop(ies) outside any table, which no vacuum erases: {export}"]
     rewritten = erasure_request(spark, CommitQuestion(str(lake["dv"]), 1), "REQ-4", lake["audit"], lake["inventory"])
     assert [(v.rows_hidden, v.status) for v in rewritten.deletion_vectors] == [(1, "not_vacuumed_since")]
     assert rewritten.verdict.status == "at_risk" and "no vacuum run has deleted files in this table" in \

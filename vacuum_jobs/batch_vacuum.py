@@ -120,7 +120,7 @@ class BatchVacuum:
             run.inventory_table = uris.to_uri(self.options.inventory_table)
             if explicit is not None:
                 explicit, unnamed = resolve_names(self.spark, explicit)
-        except catalog.CatalogError as refusal:
+        except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
         refused_names = [TableReport(name, TableStatus.REFUSED, why) for name, why in unnamed.items()]
