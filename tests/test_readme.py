@@ -143,3 +143,22 @@ def test_every_readme_reports_command_parses():
         if args.command == "erasure":  # what erasure() itself checks before it starts Spark
             assert args.verify or args.inventory_table, argv
             assert args.request_id is None or (len(args.commit) == 1 and not args.path), argv
+
+
+def test_every_readme_spark_submit_command_parses():
+    """After the packaged entry script (jobs/run_<job>.py), a spark-submit line in README passes the job's own
+    flags: they are the ones its parser takes."""
+    from inventory_etl.cli import build_parser as inventory_parser
+    from lake_reports.cli import build_parser as reports_parser
+    from vacuum_jobs.cli import build_parser as vacuum_parser
+
+    parsers = {"inventory_etl": inventory_parser, "vacuum_jobs": vacuum_parser, "lake_reports": reports_parser}
+    seen = set()
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), re.S | re.M):
+        for command in re.findall(r"^spark-submit\b(.*?)(?<!\\)$", block.replace("\\\n", " "), re.M):
+            argv = shlex.split(re.sub(r"\[[^\]]*\]", " ", command))
+            script = next(i for i, a in enumerate(argv) if re.search(r"jobs/run_\w+\.py$", a))
+            job = re.search(r"run_(\w+)\.py$", argv[script]).group(1)
+            parsers[job]().parse_args(argv[script + 1:])
+            seen.add(job)
+    assert {"inventory_etl", "vacuum_jobs"} <= seen

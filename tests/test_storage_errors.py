@@ -17,6 +17,7 @@ from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings, delete_planned
 
 
+@pytest.mark.slow
 def test_a_scheme_without_a_file_system_names_the_connector(spark, tmp_path, capsys):
     bucket = tmp_path / "lake"
     (bucket / "t").mkdir(parents=True)
