@@ -148,6 +148,7 @@ class ErasureRequest:
     def document(self, commit: CommitQuestion, request_id: str) -> EvidenceDocument:
         if not request_id.strip():
             raise ValueError("request_id must not be empty")
+        commit = self.evidence.named(commit)
         try:
             record = read_commit(self.evidence.storage, commit)
         except ValueError as exc:

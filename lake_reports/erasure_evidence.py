@@ -339,7 +339,9 @@ class ErasureEvidence:
     def __init__(self, spark: SparkSession, options: ErasureOptions):
         self.spark = spark
         self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False),
-                               inventory_table=catalog.resolve(spark, options.inventory_table))
+                               inventory_table=catalog.resolve(spark, options.inventory_table),
+                               tables=None if options.tables is None
+                               else [catalog.resolve(spark, t) for t in options.tables])
         self.progress = step_announcer(spark, log)
         check_workers(spark)
         self.storage = Storage(spark)
@@ -351,6 +353,7 @@ class ErasureEvidence:
         """The report, and what it was built from (for an erasure request's document)."""
         now_ms = self.options.now_ms or int(time.time() * 1000)
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
+        commits = [self.named(c) for c in commits]
         audit = self._read_audit()
         snapshot = self._newest_inventory()
         inventory = current_objects(one_row_per_object(snapshot.rows))
@@ -365,6 +368,10 @@ class ErasureEvidence:
         report.tables = [tables[r] for r in scope]
         report.answers = self._answers(questions, tables, replay, audit, inventory, snapshot, now_ms)
         return Gathered(report, tables, audit, snapshot, replay, roots, now_ms)
+
+    def named(self, commit: CommitQuestion) -> CommitQuestion:
+        """``commit`` with a catalog name for its table resolved to the table's location."""
+        return CommitQuestion(catalog.resolve(self.spark, commit.table), commit.version)
 
     def _read_audit(self) -> DataFrame:
         try:

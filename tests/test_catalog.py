@@ -56,6 +56,8 @@ result["unknown_database"] = vacuum(["--inventory-table", "ops.inventory", "--da
 api = vacuum_jobs.vacuum(spark, "ops.inventory", ["bronze.events"], audit_table="ops.vacuum_audit")
 result["api"] = [(t.table, t.status) for t in api.tables]
 result["verify"] = reports(["erasure", "--audit-table", "ops.vacuum_audit", "--verify"])
+reports(["erasure", "--audit-table", "ops.vacuum_audit", "--inventory-table", "ops.inventory", "--table", "bronze.orders",
+         "--report", str(work / "erasure.json")])
 result["roots"] = {n: str(p) for n, p in lake.tables.items()}
 print("RESULT " + json.dumps(result))
 """
@@ -89,6 +91,8 @@ def test_names_and_databases_resolve_through_a_hive_metastore(tmp_path):
     assert result["unknown_database"] == 1
     assert result["api"] == [[roots["events"], "dry_run"]]
     assert result["verify"] == 0 and (tmp_path / "audit" / "_delta_log").is_dir()  # the audit went to its location
+    erasure = json.loads((tmp_path / "erasure.json").read_text())
+    assert [t["table"] for t in erasure["tables"]] == [roots["orders"]]
 
 
 def test_what_counts_as_a_name():

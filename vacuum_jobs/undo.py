@@ -120,7 +120,9 @@ class Undo:
 
     def __init__(self, spark: SparkSession, options: UndoOptions):
         self.spark = spark
-        self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False))
+        self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False),
+                               tables=None if options.tables is None
+                               else [catalog.resolve(spark, t) for t in options.tables])
         self.progress = step_announcer(spark, log)
         check_workers(spark)
 
