@@ -96,7 +96,7 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     deleted = _deleted_by_runs(spark, audit, found_paths)
     copies = [_classify(r, newest, roots, in_logs, deleted) for r in matches]
     for of in asked:  # the very object, referenced by other tables' logs
-        owner = _owner(of, roots)
+        owner = uris.owner(of, roots)
         for table, kind in sorted(in_logs.get(of, {}).items()):
             if table != owner:
                 copies.append(Copy(of, of, None, None, None, "same_object",
@@ -112,7 +112,7 @@ def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str,
     if row["of_kind"] != kind:  # the original's tag was made otherwise: the weaker of the two stands
         kind = next(k for k in ("other", "opaque", "multipart", "md5") if k in (kind, row["of_kind"]))
     last = row["inventory_date"]
-    owner = _owner(row["path"], roots)
+    owner = uris.owner(row["path"], roots)
     copy = Copy(row["of"], row["path"], row["version_id"], row["length"], row["e_tag"], kind, "", owner,
                 last.isoformat() if last else None, "")
     if last is None or last < newest.get(row["bucket"], last):
@@ -130,11 +130,6 @@ def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str,
         copy.status = {"add": "live_in_table", "remove": "time_travel_in_table"}.get(state or "", "orphan_in_table")
         copy.detail = COPY_STATUSES[copy.status].replace("that table", owner)
     return copy
-
-
-def _owner(path: str, roots: list[str]) -> str | None:
-    owners = [r for r in roots if uris.is_strictly_under(path, r)]
-    return max(owners, key=len) if owners else None
 
 
 def _log_rows(spark: SparkSession, files: DataFrame, paths: list[str]) -> dict[str, dict[str, str]]:

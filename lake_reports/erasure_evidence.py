@@ -390,8 +390,7 @@ class ErasureEvidence:
         found = []
         for path in paths:
             canonical = uris.canonical(uris.to_uri(path))
-            owners = [r for r in roots if uris.is_strictly_under(canonical, r)]
-            found.append(_Question(canonical, max(owners, key=len) if owners else None, "path"))
+            found.append(_Question(canonical, uris.owner(canonical, roots), "path"))
         for commit in commits:
             try:
                 found += self._commit_files(commit)

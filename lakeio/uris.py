@@ -86,6 +86,12 @@ def is_strictly_under(path: str, root: str) -> bool:
     return canonical(path).startswith(canonical(root) + "/")
 
 
+def owner(path: str, roots: list[str]) -> str | None:
+    """The innermost of ``roots`` that holds ``path`` (a nested table keeps its own files); None for none."""
+    owners = [r for r in roots if is_strictly_under(path, r)]
+    return max(owners, key=len) if owners else None
+
+
 def local_path(uri: str) -> str:
     """The local filesystem path of a ``file:`` URI (or plain path)."""
     full = to_uri(uri)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote
@@ -30,9 +28,9 @@ from lake_reports.cli import main
 from lake_reports.copies import etag_kind
 from lake_reports.erasure_document import COLOURS, erasure_request
 from lake_reports.erasure_evidence import CommitQuestion
+from tests.browser import chromium, headless
 from tests.lakes import vacuum
 from tests.report_schemas import assert_matches_schema
-from tests.test_lake_reports import _chromium
 
 pytestmark = pytest.mark.slow  # two days of inventory ingested, a vacuum, four documents
 
@@ -153,19 +151,11 @@ def test_the_document_finds_every_copy_says_what_keeps_the_bytes_and_renders(spa
     assert "references this file from its log" not in text  # said once, by the file's own status
     assert doc["audit_chain"]["verified"] and doc["audit_chain"]["row_hash"]
 
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have chromium (installed by .ci/run)")
-        pytest.skip("no chromium on this machine")
+    browser = chromium()
     from PIL import Image
 
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400",
-                    f"--screenshot={shot}", (out / "erasure-REQ_17_a.html").as_uri()], check=True, capture_output=True,
-                   timeout=120)
+    headless(browser, tmp_path, out / "erasure-REQ_17_a.html", f"--screenshot={shot}")
     image = Image.open(shot).convert("RGB")
     red = tuple(int(COLOURS["at_risk"][i:i + 2], 16) for i in (1, 3, 5))
     assert red in {rgb for _, rgb in image.getcolors(maxcolors=1 << 20)}  # the verdict badge

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, Erasu
 from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
 from lakeio.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
+from tests.browser import chromium, headless
 from tests.conftest import GOLDEN, README
 from tests.lakes import now_ms, vacuum
 from tests.report_schemas import assert_matches_schema
@@ -233,25 +233,14 @@ def test_readme_sql_runs_on_spark(spark, lake):
     assert growth[-1]["noncurrent_bytes"] == 700 + 400
 
 
-def _chromium() -> str | None:
-    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-
-
 def test_html_report_renders_in_headless_chromium(spark, lake, tmp_path):
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have chromium (installed by .ci/run)")
-        pytest.skip("no chromium on this machine")
+    browser = chromium()
     from PIL import Image
 
     result = Chargeback(spark, ChargebackOptions(lake["inventory"], now_ms=lake["now"] + 2 * MS_PER_HOUR)).execute()
     page, shot = tmp_path / "chargeback.html", tmp_path / "shot.png"
     page.write_text(html_report.render(result))
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400",
-                    f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    headless(browser, tmp_path, page, f"--screenshot={shot}")
     colours = {rgb for _, rgb in Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)}
     for name in ("live", "time_travel", "reclaimable", "log", "noncurrent"):  # bars of the top-tables chart
         hex_colour = html_report.COLOURS[name]
@@ -263,10 +252,7 @@ def test_html_report_renders_in_headless_chromium(spark, lake, tmp_path):
     measured.write_text(page.read_text().replace("</body>", "<script>document.body.setAttribute('data-overflow', "
                                                  "document.documentElement.scrollWidth - window.innerWidth)"
                                                  "</script></body>"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--disable-component-update", "--disable-sync", "--no-first-run",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400", "--dump-dom",
-                          measured.as_uri()], check=True, capture_output=True, timeout=120, text=True).stdout
+    dom = headless(browser, tmp_path, measured, "--dump-dom")
     overflow = re.search(r'data-overflow="(-?\d+)"', dom)
     assert overflow and int(overflow.group(1)) <= 0, f"the page is {overflow and overflow.group(1)} px too wide"
 
