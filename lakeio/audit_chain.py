@@ -99,8 +99,16 @@ def _restored(rows: DataFrame, kinds: dict[str, str]) -> DataFrame:
 
 def canonical(row) -> str:
     """A normalized row's canonical JSON over :data:`HASHED_COLUMNS`."""
-    return json.dumps({name: row[name] for name in HASHED_COLUMNS}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
+    return _canonical_json({name: row[name] for name in HASHED_COLUMNS})
+
+
+def canonical_of(values: Sequence, at: dict[str, int]) -> str:
+    """:func:`canonical` of a row given as values and each hashed column's position."""
+    return _canonical_json({name: values[i] for name, i in at.items()})
+
+
+def _canonical_json(hashed: dict) -> str:
+    return json.dumps(hashed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def link(prev_hash: str, canonical_json: str) -> str:
@@ -117,18 +125,22 @@ def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
         *[F.col(c).asc_nulls_first() for c in rows.columns])
     names = ordered.columns
 
+    at = {name: names.index(name) for name in HASHED_COLUMNS}
+    seq_at, prev_at = at["seq"], at["prev_hash"]
+
     def chain(partition: Iterable[Row]) -> Iterator[tuple]:
         last = previous
         for seq, row in enumerate(partition):
-            values = row.asDict()
-            values.update(seq=seq, prev_hash=previous if seq == 0 else None)
-            last = link(last, canonical(values))
-            yield (*[values[n] for n in names], last)
+            values = list(row)
+            values[seq_at], values[prev_at] = seq, previous if seq == 0 else None
+            last = link(last, canonical_of(values, at))
+            yield (*values, last)
 
     spark = rows.sparkSession
     normal = dict(ordered.dtypes)
     schema = ", ".join(f"{n} {normal[n]}" for n in names) + ", row_hash string"
-    return _restored(spark.createDataFrame(ordered.rdd.mapPartitions(chain), schema), kinds)
+    # The rows come straight from a frame of this schema: checking each of them again costs more than the hash.
+    return _restored(spark.createDataFrame(ordered.rdd.mapPartitions(chain), schema, verifySchema=False), kinds)
 
 
 def chain_head(rows: DataFrame, newest_run_date=None) -> Head | None:
