@@ -2,8 +2,10 @@
 
 Job 1's ingestion at its default size; job 2's dry-run plan on each log shape at 1M objects
 (50 tables), on the same 1M objects in 500 tables, and on 3M objects (150 tables), each next
-to its bare Spark baseline and the ``deltalake`` loop. About 40 minutes on 2 cores, most of
-it building the lakes; ``--skip-large`` leaves out the 3M-object lake.
+to its bare Spark baseline and the ``deltalake`` loop, warm in this process and cold (a fresh
+``python -m vacuum_jobs`` process per round, its session start apart: benchmarks.cold). About
+50 minutes on 2 cores, most of it building the lakes; ``--skip-large`` leaves out the 3M-object
+lake.
 """
 
 from __future__ import annotations
@@ -51,15 +53,19 @@ def main() -> None:
 
     print(f"\njob 2: batch dry-run plan; S3 model = measured + {vacuum_planning.S3_PAGE_S * 1000:.0f} ms a ListObjectsV2 page")
     header = ("lake", "objects", "plan", "baseline", "plan/base", "deltalake loop", "loop/plan", "S3 model loop/plan",
-              "chargeback")
+              "cold job", "cold/loop", "S3 model loop/cold", "chargeback")
     table = [header] + [(
         label, f"{f['files']:,}", f"{f['batch_dry_run_s']:.1f} s", f"{f['bare_spark_baseline_s']:.1f} s",
         f"{f['plan_over_baseline']:.2f}", f"{f['delta_rs_full_vacuum_loop_s']:.1f} s", f"{f['speedup']:.2f}",
-        f"{f['s3_model_delta_rs_loop_s']:.1f} / {f['s3_model_batch_s']:.1f} s", f"{f['chargeback_s']:.1f} s",
+        f"{f['s3_model_delta_rs_loop_s']:.1f} / {f['s3_model_batch_s']:.1f} s", f"{f['cold'].job_s:.1f} s",
+        f"{f['cold'].job_s / f['delta_rs_full_vacuum_loop_s']:.2f}",
+        f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}", f"{f['chargeback_s']:.1f} s",
     ) for label, f in lakes.items()]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    for label, f in lakes.items():
+        print(f"\n{label}: " + vacuum_planning.cold_lines(f))
     fifty, five_hundred = lakes[FIFTY_TABLES], lakes[FIVE_HUNDRED_TABLES]
     print(f"50 -> 500 tables at 1M objects: plan {fifty['batch_dry_run_s']:.1f} s -> "
           f"{five_hundred['batch_dry_run_s']:.1f} s ({five_hundred['batch_dry_run_s'] / fifty['batch_dry_run_s']:.2f}x)")

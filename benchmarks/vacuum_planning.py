@@ -10,11 +10,13 @@ S3-style inventory and ingests it; then times, in the same run and session, in t
 ``repeat`` rounds, each its fastest round (benchmarks.timing): the batch dry-run plan
 (inventory + logs, no listing), the bare Spark baseline (read the inventory date, read
 checkpoints and commits, absolute paths, one anti-join, count; no safety rule beyond what
-this lake needs), and ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same
-tables (which lists every folder). The timed runs use Spark's own default of 200 shuffle
-partitions, with adaptive execution, as a cluster would (``--shuffle-partitions`` to
-compare). On S3 both would also pay for their listings: the figures labelled "S3 model"
-add an assumed cost per ListObjectsV2 page to each measured time.
+this lake needs), ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same
+tables (which lists every folder), and the job as users run it: a fresh
+``python -m vacuum_jobs --discover --dry-run`` process (benchmarks.cold; ``--no-cold`` leaves
+it out). The timed runs use Spark's own default of 200 shuffle partitions, with adaptive
+execution, as a cluster would (``--shuffle-partitions`` to compare). On S3 both would also
+pay for their listings: the figures labelled "S3 model" add an assumed cost per
+ListObjectsV2 page to each measured time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks import cold
 from benchmarks.timing import best_in_turn
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
@@ -133,7 +136,7 @@ def _pages(keys: int) -> int:
 
 
 def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None, repeat: int = 3,
-        shuffle_partitions: int = 200, shape: str = "checkpoint") -> dict:
+        shuffle_partitions: int = 200, shape: str = "checkpoint", cold_runs: bool = True) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
     bucket = os.path.join(workdir, "lake")
     now_ms = int(time.time() * 1000)
@@ -164,8 +167,12 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         "baseline": lambda: bare_spark_candidates(spark, inventory, roots, cutoff_ms),
         "loop": lambda: sum(len(set(DeltaTable(root).vacuum(
             retention_hours=168, dry_run=True, enforce_retention_duration=False, full=True))) for root in roots),
+        **({"cold": lambda: cold.run_cli(inventory, shuffle_partitions)} if cold_runs else {}),
     })
     (batch, report), (baseline, bare), (looped, delta_rs) = best["plan"], best["baseline"], best["loop"]
+    fresh: cold.ColdRun | None = best["cold"][1] if cold_runs else None
+    if fresh is not None and fresh.candidates != report.totals()["candidate_files"]:
+        raise SystemExit(f"the cold run found {fresh.candidates} candidates, the plan {report.totals()['candidate_files']}")
     if bare != report.totals()["candidate_files"]:
         raise SystemExit(f"the bare Spark baseline found {bare} candidates, the plan "
                          f"{report.totals()['candidate_files']}")
@@ -208,7 +215,23 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         # what its ListObjectsV2 pages would cost at S3_PAGE_S each.
         "s3_model_delta_rs_loop_s": looped + listing_pages * S3_PAGE_S,
         "s3_model_batch_s": batch + log_pages * S3_PAGE_S,
+        # The fastest fresh process (benchmarks.cold): the session start apart, the job after it.
+        "cold": fresh,
+        "s3_model_cold_s": fresh.job_s + log_pages * S3_PAGE_S if fresh else None,
     }
+
+
+def cold_lines(f: dict) -> str:
+    """The fastest fresh process, step by step, against the deltalake loop."""
+    fresh: cold.ColdRun = f["cold"]
+    archive = "from the JVM class-data archive" if fresh.jvm_archive else "no JVM class-data archive"
+    lines = [f"cold process (python -m vacuum_jobs --discover --dry-run, {archive}), session start "
+             f"{fresh.session_s:.1f} s, then"]
+    lines += [f"  {name:<38} {seconds:7.1f} s" for name, seconds in fresh.steps_s.items()]
+    lines += [f"  {'job (after the session)':<38} {fresh.job_s:7.1f} s  cold / deltalake loop "
+              f"{fresh.job_s / f['delta_rs_full_vacuum_loop_s']:.2f}; S3 model loop / cold "
+              f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}"]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -220,9 +243,11 @@ def main() -> None:
                         help="spark.sql.shuffle.partitions for the timed runs (default: 200, Spark's own)")
     parser.add_argument("--shape", choices=SHAPES, default="checkpoint",
                         help="how each table's log is laid out: " + "; ".join(f"{k}: {v}" for k, v in SHAPES.items()))
+    parser.add_argument("--no-cold", action="store_true", help="leave out the fresh-process runs")
     parser.add_argument("--workdir")
     args = parser.parse_args()
-    f = run(args.tables, args.files_per_table, args.workdir, args.repeat, args.shuffle_partitions, args.shape)
+    f = run(args.tables, args.files_per_table, args.workdir, args.repeat, args.shuffle_partitions, args.shape,
+            not args.no_cold)
     print(f"cores: {os.cpu_count()}  tables: {f['tables']}  files: {f['files']:,}  log shape: {f['shape']}  "
           f"(lake built in {f['build_s']:.0f} s, inventory in {f['inventory_s']:.0f} s)")
     print(f"shuffle partitions: {f['shuffle_partitions']}; plan, baseline and loop run in turn, best of {args.repeat} rounds each")
@@ -233,6 +258,8 @@ def main() -> None:
           f"{f['delta_rs_candidates']:,} candidates")
     print(f"ratio (deltalake loop / batch)           {f['speedup']:7.2f}")
     print(f"chargeback of the whole lake             {f['chargeback_s']:7.1f} s  (reclaimable = candidates)")
+    if f["cold"]:
+        print(cold_lines(f))
     print(f"on S3, a model: + {S3_PAGE_S * 1000:.0f} ms per ListObjectsV2 page "
           f"({f['s3_list_pages_listing_vacuum']:,} pages for the loop, {f['s3_list_pages_batch']:,} for the batch)")
     print(f"  deltalake loop, S3 model                {f['s3_model_delta_rs_loop_s']:7.1f} s")

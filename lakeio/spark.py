@@ -3,7 +3,9 @@
 The cluster decides: master and every setting come from spark-submit (``--master``,
 ``--conf``, ``spark-defaults.conf``) or from a session that already runs (notebooks,
 Databricks). Only what nobody set is filled in: ``local[*]`` when there is no master,
-a few shuffle partitions per core on a local master, no console progress bars. Delta's
+a few shuffle partitions per core on a local master, no console progress bars, and a driver
+JVM we launch ourselves starts from the class-data archive if there is one
+(lakeio.jvm_archive). Delta's
 SQL extension and catalog are configured only when Delta's jars are already on the
 classpath: we detect them, we never download them.
 """
@@ -20,6 +22,8 @@ from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+from lakeio import jvm_archive
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -82,7 +86,7 @@ def _launch_conf(master: str | None = None) -> SparkConf:
     # own (local[*]) unless PYSPARK_SUBMIT_ARGS names one: only a master somebody named comes first.
     launch_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     named_at_launch = submitted or "--master" in launch_args or "spark.master" in launch_args
-    SparkContext._ensure_initialized()
+    _start_jvm(submitted, launch_args)
     conf = SparkConf()
     if not submitted:
         # pyspark's own launcher turns progress bars on, as for an interactive shell; they garble the log.
@@ -103,6 +107,23 @@ def _launch_conf(master: str | None = None) -> SparkConf:
         conf.setIfMissing("spark.sql.extensions", DELTA_EXTENSION)
         conf.setIfMissing("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
     return conf
+
+
+def _start_jvm(submitted: bool, launch_args: str) -> None:
+    """Start (or join) the driver JVM; one this process launches starts from the class-data archive
+    when there is one (lakeio.jvm_archive)."""
+    with_archive = None if submitted or SparkContext._gateway is not None else jvm_archive.submit_args(launch_args)
+    if with_archive is None:
+        SparkContext._ensure_initialized()
+        return
+    os.environ["PYSPARK_SUBMIT_ARGS"] = with_archive
+    try:
+        SparkContext._ensure_initialized()
+    finally:  # for this launch only: child processes choose for themselves
+        if launch_args:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = launch_args
+        else:
+            del os.environ["PYSPARK_SUBMIT_ARGS"]
 
 
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:

@@ -1,0 +1,71 @@
+"""Job 2 as users run it: one fresh ``python -m vacuum_jobs --discover --dry-run`` process, timed
+from its own log lines.
+
+The session start (process launch to the job's first log line, ``spark <version>, master ...``)
+is measured apart: it is the same for any Spark program, and the targets compare the job after it.
+Each step runs from one progress line to the next (a line is written as its step begins, but the
+inventory's, written once the date is read); the last ends when the process does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from lakeio import jvm_archive
+from lakeio.cli import LOG_FORMAT
+
+# A run's steps, each ending where the progress line (vacuum_jobs.batch_vacuum) that starts the next begins.
+STEPS = (("the inventory's date", "inventory "), ("finding the Delta tables", "reading the logs"),
+         ("reading the logs", "planning "), ("planning", "deleting in "), ("the candidates, the report, exit", None))
+_SESSION_LINE = "spark "
+_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+assert LOG_FORMAT.startswith("%(asctime)s "), "the log lines this module reads start with their time"
+
+
+@dataclass(frozen=True)
+class ColdRun:
+    session_s: float  # launch to the first log line after the session started
+    job_s: float  # that line to the end of the process
+    steps_s: dict[str, float]
+    candidates: int
+    jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
+
+
+def run_cli(inventory: str, shuffle_partitions: int) -> ColdRun:
+    """One cold process over every Delta table ``inventory`` shows; raises when the run fails."""
+    with tempfile.TemporaryDirectory(prefix="cold-run-") as scratch:
+        report_path = os.path.join(scratch, "report.json")
+        launch_args = f"--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
+        env = {**os.environ, "PYSPARK_SUBMIT_ARGS": launch_args}
+        archive = jvm_archive.submit_args(launch_args) is not None
+        launched = time.time()
+        done = subprocess.run([sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory, "--discover",
+                               "--dry-run", "--report", report_path], env=env, capture_output=True, text=True,
+                              check=False)
+        ended = time.time()
+        if done.returncode != 0:
+            raise SystemExit(f"the cold run failed ({done.returncode}): {done.stderr[-2000:]}")
+        with open(report_path) as source:
+            report = json.load(source)
+    stamped = [(at, line.split(": ", 1)[1]) for line in done.stderr.splitlines() if (at := _stamp(line)) is not None]
+    session_at = next(at for at, message in stamped if message.startswith(_SESSION_LINE))
+    ends = [next(at for at, message in stamped if message.startswith(prefix)) if prefix else ended
+            for _, prefix in STEPS]
+    candidates = sum(t["counts"]["candidate_files"] for t in report["tables"])
+    return ColdRun(session_at - launched, ended - session_at,
+                   {name: end - start for (name, _), start, end in zip(STEPS, [session_at, *ends], ends)}, candidates,
+                   archive)
+
+
+def _stamp(line: str) -> float | None:
+    try:
+        return datetime.strptime(line[:23], _TIME_FORMAT).timestamp()
+    except ValueError:
+        return None
