@@ -7,6 +7,7 @@ in its order; the rest carry what S3 Inventory reports and chargeback needs.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date
 
@@ -104,9 +105,10 @@ def current_objects(rows: DataFrame) -> DataFrame:
 OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
 
 
-def read_inventory(spark: SparkSession, table: str, day: date | None = None) -> DataFrame:
-    """The inventory table's rows of ``day`` (every date when None), one row per object."""
-    return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day else None))
+def read_inventory(spark: SparkSession, table: str, day: date | Collection[date] | None = None) -> DataFrame:
+    """The inventory table's rows of ``day`` (or of each of several dates; every date when None), one row per
+    object."""
+    return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day is not None else None))
 
 
 class InventoryUnavailable(Exception):

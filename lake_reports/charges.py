@@ -357,8 +357,7 @@ class Chargeback:
         since = day - timedelta(days=self.options.trend_days)
         window = sorted(d for d in dates if since <= d <= day)
         self.progress(f"trend over {len(window)} inventory date(s) since {window[0]}")
-        rows = read_inventory(self.spark, self.options.inventory_table).where(
-            F.col(PARTITION_COLUMNS[0]).isin(window)).select(
+        rows = read_inventory(self.spark, self.options.inventory_table, window).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
         points = with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(
             F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"))

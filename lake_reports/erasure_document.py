@@ -17,7 +17,6 @@ from datetime import date, timedelta
 from html import escape
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from inventory_etl.contract import PARTITION_COLUMNS
 from lake_reports import copies as lake_copies
@@ -196,11 +195,14 @@ class ErasureRequest:
             return [], []
         since = date.fromisoformat(iso_utc(at_ms or gathered.now_ms)[:10]) - COPY_LOOKBACK
         inventory = self.options.inventory_table
-        history = read_delta(self.spark, inventory).where(F.col(PARTITION_COLUMNS[0]) >= F.lit(since))
         newest: dict[str, date] = {}
-        for day, bucket in partitions(inventory, ["inventory_date", "bucket"]):
+        recent: set[date] = set()
+        for day, bucket in partitions(inventory, [PARTITION_COLUMNS[0], "bucket"]):
             day = day if isinstance(day, date) else date.fromisoformat(str(day))
             newest[bucket] = max(day, newest.get(bucket, day))
+            if day >= since:
+                recent.add(day)
+        history = read_delta(self.spark, inventory, {PARTITION_COLUMNS[0]: recent})
         return lake_copies.find_copies(self.spark, history, newest, asked, gathered.replay.files, gathered.roots,
                                        gathered.audit)
 

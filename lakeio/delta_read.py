@@ -50,14 +50,16 @@ def partitions(table_uri: str, columns: list[str]) -> set[tuple]:
 
 def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] | None = None,
                use_delta_jars: bool | None = None) -> DataFrame:
-    """The table's current rows, restricted to partitions equal to ``where``."""
-    where = dict(where or {})
+    """The table's current rows, restricted to partitions equal to ``where`` (a value, or a set, list or
+    tuple of the values allowed). Without Delta's jars only those partitions' files are read, and the
+    plan holds only them: a filter after the read would leave every partition in the plan to analyse."""
+    wanted = {column: _allowed(value) for column, value in (where or {}).items()}
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
     if use_delta_jars:
         df = spark.read.format("delta").load(uris.to_uri(table_uri))
-        for column, value in where.items():
-            df = df.where(F.col(column) == F.lit(value))
+        for column, allowed in wanted.items():
+            df = df.where(F.col(column).isin(list(allowed)))
         return df
     table = _open(table_uri)
     partition_columns = table.metadata().partition_columns
@@ -67,7 +69,7 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         values = tuple(action.get(f"partition.{c}") for c in partition_columns)
         row = dict(zip(partition_columns, values))
-        if all(_same(row.get(c), v) for c, v in where.items()):
+        if all(any(_same(row.get(c), v) for v in allowed) for c, allowed in wanted.items()):
             groups[values].append(uris.join(base, uris.decode_log_path(action["path"])))
     data_columns = [f for f in schema.fields if f.name not in partition_columns]
     file_schema = StructType(data_columns)
@@ -98,6 +100,10 @@ def _spark_schema(table):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(pa.schema(table.schema().to_arrow()))
+
+
+def _allowed(value: object) -> tuple:
+    return tuple(sorted(value, key=str)) if isinstance(value, (set, frozenset, list, tuple)) else (value,)
 
 
 def _same(value, wanted) -> bool:
