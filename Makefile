@@ -2,6 +2,7 @@
 # `make test-lowest` runs the tests again at the oldest Spark line and lowest pyarrow the
 # pins allow (.ci/lowest.txt), in .venv-lowest; CI runs both.
 # `make package` writes dist/ for spark-submit (see infra/package.py).
+# `make bench BENCH_ARGS=--large` adds the 10M-object lakes to the benchmarks.
 PYTHON ?= python3
 VENV ?= .venv
 PIP_CONSTRAINTS ?=
@@ -31,7 +32,7 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 package: $(STAMP)
 	$(PY) -m infra.package --out dist

@@ -3,9 +3,9 @@
 Job 1's ingestion at its default size; job 2's dry-run plan on each log shape at 1M objects
 (50 tables), on the same 1M objects in 500 tables, and on 3M objects (150 tables), each next
 to its bare Spark baseline and the ``deltalake`` loop, warm in this process and cold (a fresh
-``python -m vacuum_jobs`` process per round, its session start apart: benchmarks.cold). About
-50 minutes on 2 cores, most of it building the lakes; ``--skip-large`` leaves out the 3M-object
-lake.
+``python -m vacuum_jobs`` process per round, its session start apart: benchmarks.cold); then
+job 2 cold on plan-only lakes of 1M objects (benchmarks.scale), and of 10M with ``--large``. About
+an hour on 2 cores, most of it building the lakes; ``--skip-3m`` leaves out the 3M-object lake.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import os
 from typing import Any
 
-from benchmarks import ingest_throughput, vacuum_planning
+from benchmarks import ingest_throughput, scale, vacuum_planning
 
 # The lakes the planning targets are measured on: label -> vacuum_planning.run() arguments.
 FIFTY_TABLES, FIVE_HUNDRED_TABLES = "1M, checkpointed", "1M in 500 tables, checkpointed"
@@ -29,11 +29,14 @@ LARGE_LAKES: dict[str, dict[str, Any]] = {"3M, checkpointed": {"shape": "checkpo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-large", action="store_true", help="leave out the 3M-object lake")
+    parser.add_argument("--skip-3m", action="store_true", help="leave out the 3M-object lake")
+    parser.add_argument("--large", action="store_true",
+                        help="add the plan-only 10M-object lakes of benchmarks.scale (about half an hour more)")
     args = parser.parse_args()
     ingest = ingest_throughput.run()
-    chosen = LAKES if args.skip_large else {**LAKES, **LARGE_LAKES}
+    chosen = LAKES if args.skip_3m else {**LAKES, **LARGE_LAKES}
     lakes = {label: vacuum_planning.run(**kwargs) for label, kwargs in chosen.items()}
+    scaled = scale.run_all(args.large, rounds=2)
 
     print(f"\nmachine: {os.cpu_count()} cores; same session; what is compared runs in turn, best of three rounds each")
     rows = [
@@ -69,6 +72,7 @@ def main() -> None:
     fifty, five_hundred = lakes[FIFTY_TABLES], lakes[FIVE_HUNDRED_TABLES]
     print(f"50 -> 500 tables at 1M objects: plan {fifty['batch_dry_run_s']:.1f} s -> "
           f"{five_hundred['batch_dry_run_s']:.1f} s ({five_hundred['batch_dry_run_s'] / fifty['batch_dry_run_s']:.2f}x)")
+    print("\njob 2, cold, on plan-only lakes (benchmarks.scale):\n" + scale.report(scaled))
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
     spark = get_spark("bench-ingest")
     data = os.path.join(workdir, "dest", "bench-bucket", "daily", "data")
 
-    inventory = os.path.join(workdir, "inventory")
+    tables = iter(range(1_000_000))
 
     def bare_copy() -> None:
         spark.read.parquet(data).write.mode("overwrite").parquet(os.path.join(workdir, "bare-copy"))
@@ -68,7 +68,11 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
         rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(os.path.join(workdir, "contract-copy"))
 
     def ingest(verify: bool) -> None:
+        # A table of its own each time: a table that holds the delivery already skips it.
+        inventory = os.path.join(workdir, f"inventory-{next(tables)}")
         result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
+        if not result.ingested:
+            raise SystemExit("benchmark delivery was not ingested")
         if result.refused:
             raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
 

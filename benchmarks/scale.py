@@ -1,0 +1,147 @@
+"""Job 2 as the lake grows, cold: 1M and 10M objects, in many tables and in one table, each timed as
+users run it (a fresh ``python -m vacuum_jobs --discover --dry-run`` process, benchmarks.cold).
+
+    python -m benchmarks.scale [--large] [--rounds 2] [--workdir DIR]
+
+The lakes are plan-only: every Delta log is on disk, the data files are not, and the inventory lists
+them as S3 Inventory would; the plan does all of its work, while building 10M objects stays within
+minutes. Each table has its adds in commits of up to 500,000, one commit removing 5% of them long
+ago, a checkpoint, and 5% more files never committed. Without ``--large``, the 1M shapes only; the
+driver keeps Spark's default 1 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+from deltalake import DeltaTable
+
+from benchmarks import cold
+from benchmarks.vacuum_planning import DAY_MS, PARTITIONS, SCHEMA
+from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import InventoryObject, write_delivery
+from lakeio.spark import get_spark
+
+ADDS_PER_COMMIT = 500_000
+# label -> (tables, files per table); the 10M shapes pair with the 1M shapes in order.
+SHAPES = {"1M in 500 tables": (500, 2_000), "one table of 1M files": (1, 1_000_000)}
+LARGE = {"10M in 5,000 tables": (5_000, 2_000), "one table of 10M files": (1, 10_000_000)}
+
+
+def _paths(files: int) -> Iterator[str]:
+    return (f"p={i % PARTITIONS:02d}/part-{i:08d}-c000.snappy.parquet" for i in range(files))
+
+
+def _write_log(root: str, files: int, now_ms: int) -> None:
+    """The table's log: adds of 95% of ``files``, then removes of the first 5%, then a checkpoint."""
+    log = os.path.join(root, "_delta_log")
+    os.makedirs(log)
+    committed, removed = int(files * 0.95), int(files * 0.05)
+    header = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+              {"metaData": {"id": os.path.basename(root), "format": {"provider": "parquet", "options": {}},
+                            "schemaString": SCHEMA, "partitionColumns": ["p"], "configuration": {},
+                            "createdTime": now_ms - 40 * DAY_MS}}]
+    version = 0
+    out = open(os.path.join(log, f"{version:020d}.json"), "w")
+    out.write("".join(json.dumps(a) + "\n" for a in header))
+    for i, path in enumerate(_paths(committed)):
+        if i and i % ADDS_PER_COMMIT == 0:
+            out.close()
+            version += 1
+            out = open(os.path.join(log, f"{version:020d}.json"), "w")
+        out.write(json.dumps({"add": {"path": path, "partitionValues": {"p": path[2:4]}, "size": 4,
+                                      "modificationTime": now_ms - 35 * DAY_MS, "dataChange": True}}) + "\n")
+    out.close()
+    with open(os.path.join(log, f"{version + 1:020d}.json"), "w") as out:
+        for path in _paths(removed):
+            out.write(json.dumps({"remove": {"path": path, "deletionTimestamp": now_ms - 20 * DAY_MS,
+                                             "dataChange": True, "partitionValues": {"p": path[2:4]}, "size": 4}})
+                      + "\n")
+    DeltaTable(root).create_checkpoint()
+
+
+def _objects(bucket: str, roots: list[str], files: int, now_ms: int) -> Iterator[InventoryObject]:
+    """What S3 Inventory would list: every data file (committed or not) and every log file."""
+    written = now_ms - 35 * DAY_MS
+    for root in roots:
+        prefix = os.path.relpath(root, bucket)
+        for path in _paths(files):
+            yield InventoryObject(f"{prefix}/{path}", 4, written)
+        for name in os.listdir(os.path.join(root, "_delta_log")):
+            stat = os.stat(os.path.join(root, "_delta_log", name))
+            yield InventoryObject(f"{prefix}/_delta_log/{name}", stat.st_size, int(stat.st_mtime * 1000))
+
+
+def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None) -> dict:
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-scale-")
+    bucket = os.path.join(workdir, "lake")
+    now_ms = int(time.time() * 1000)
+    started = time.monotonic()
+    roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:04d}") for i in range(tables)]
+    for root in roots:
+        _write_log(root, files_per_table, now_ms)
+    logs_s = time.monotonic() - started
+    manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily",
+                              _objects(bucket, roots, files_per_table, now_ms), datetime.now(timezone.utc),
+                              rows_per_file=1_000_000)
+    delivered_s = time.monotonic() - started - logs_s
+    inventory = os.path.join(workdir, "inventory")
+    result = IngestInventory(get_spark("benchmarks.scale"), inventory, {"lake": bucket}).execute([manifest])
+    if result.refused:
+        raise SystemExit(f"inventory refused: {result.refused[0].error}")
+    ingested_s = time.monotonic() - started - logs_s - delivered_s
+    runs = [cold.run_cli(inventory, 200) for _ in range(rounds)]
+    fastest = min(runs, key=lambda r: r.job_s)
+    expected = tables * (int(files_per_table * 0.05) + files_per_table - int(files_per_table * 0.95))
+    if fastest.candidates != expected:
+        raise SystemExit(f"{fastest.candidates:,} candidates, expected {expected:,}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {"tables": tables, "objects": tables * files_per_table, "logs_s": logs_s, "delivery_s": delivered_s,
+            "ingest_s": ingested_s, "cold": fastest}
+
+
+def run_all(large: bool, rounds: int, workdir: str | None = None) -> dict[str, dict]:
+    """Every shape (the 10M ones too when ``large``), each in a scratch folder of its own."""
+    chosen = {**SHAPES, **(LARGE if large else {})}
+    return {label: run(tables, files, rounds, workdir and os.path.join(workdir, str(i)))
+            for i, (label, (tables, files)) in enumerate(chosen.items())}
+
+
+def report(found: dict[str, dict]) -> str:
+    """Each lake's cold run step by step, then each 10M lake against its 1M one."""
+    lines = []
+    for label, f in found.items():
+        fresh: cold.ColdRun = f["cold"]
+        lines += [f"{label}: {f['objects']:,} objects in {f['tables']:,} table(s); logs written in {f['logs_s']:.0f} s, "
+                  f"delivery in {f['delivery_s']:.0f} s, ingested in {f['ingest_s']:.0f} s; the fastest cold run "
+                  f"({'with' if fresh.jvm_archive else 'without'} the JVM class-data archive):",
+                  f"  {'session start':<38} {fresh.session_s:7.1f} s"]
+        lines += [f"  {step:<38} {seconds:7.1f} s" for step, seconds in fresh.steps_s.items()]
+        lines += [f"  {'job (after the session)':<38} {fresh.job_s:7.1f} s"]
+    for (small, _), (large, _) in zip(SHAPES.items(), LARGE.items()):
+        if large in found:
+            steps = ", ".join(f"{step} {found[large]['cold'].steps_s[step] / max(seconds, 0.01):.1f}x"
+                              for step, seconds in found[small]["cold"].steps_s.items())
+            lines.append(f"{large} / {small}: job {found[large]['cold'].job_s / found[small]['cold'].job_s:.2f}x "
+                         f"(target: within 4x); by step: {steps}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", action="store_true", help="add the 10M-object lakes (about half an hour)")
+    parser.add_argument("--rounds", type=int, default=2, help="fresh processes per lake; the fastest counts")
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    print(report(run_all(args.large, args.rounds, args.workdir)))
+
+
+if __name__ == "__main__":
+    main()
