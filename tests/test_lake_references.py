@@ -18,8 +18,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lake_reports.charges import chargeback
+from lakeio.deltalog.references import _holds_another
 from tests.lakes import inventory_of
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.cli import main
@@ -112,3 +115,16 @@ def test_files_other_tables_need_are_kept_and_named(spark, tmp_path):
     result = chargeback(spark, inventory)
     reclaimable = {c.table: c.objects for c in result.cells if c.category == "reclaimable"}
     assert reclaimable.get(f"file://{source}") == 2 and f"file://{inner}" not in reclaimable, reclaimable
+
+
+# Roots as the lake spells them: nested, sharing a name's prefix (t, t_backup, t2), deep or shallow.
+_segment = st.sampled_from(["t", "t_backup", "t2", "a", "a.b", "z"])
+_root = st.lists(_segment, min_size=1, max_size=4).map(lambda parts: "s3://lake/" + "/".join(parts))
+
+
+@given(roots=st.lists(_root, max_size=30), asked=_root)
+def test_a_table_holds_another_exactly_when_some_root_lies_under_it(roots, asked):
+    """The sorted search says what the definition says (some other root starts with the table's root and
+    a slash), for any lake of nested and like-named roots."""
+    expected = any(other.startswith(asked + "/") for other in roots)
+    assert _holds_another(sorted(set(roots)), asked) == expected

@@ -251,8 +251,9 @@ class BatchVacuum:
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
         one that a writer's log cleanup removed in between refuses its own table, and the others are
         read and planned again without it (its log is then read afresh for what it needs from them)."""
-        lake = sorted(set(all_roots) | {t.root for t in targets})
-        others = [root for root in lake if root not in {t.root for t in targets}]
+        planned = {t.root for t in targets}
+        lake = sorted(set(all_roots) | planned)
+        others = [root for root in lake if root not in planned]
         vanished: dict[TableRoot, str] = {}
         while True:
             replay = self._read_logs(targets, reports)

@@ -15,6 +15,7 @@ table nested in its folder.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import reduce
@@ -68,7 +69,7 @@ def needed_elsewhere(replay: Replay, cutoffs: Mapping[TableRoot, int], roots: It
     say which file it needs) lands in ``unknown``; a replay whose tables are planned leaves that to
     the plan, which refuses such a table."""
     roots = sorted(set(roots))
-    nesting = [r for r in replay.states if any(o.startswith(r + "/") for o in roots)]
+    nesting = [r for r in replay.states if _holds_another(roots, r)]
     sources = [replay.rare_files] if replay.rare_files is not None else []
     if nesting:
         sources.append(of_tables(replay.files, nesting))
@@ -83,3 +84,10 @@ def needed_elsewhere(replay: Replay, cutoffs: Mapping[TableRoot, int], roots: It
     owned = with_owner(needed, roots).where(F.col("table_root").isNotNull()
                                             & (F.col("table_root") != F.col("referenced_by")))
     return References(REFERENCES.check(owned.select(*REFERENCES.columns)), unknown)
+
+
+def _holds_another(sorted_roots: list[str], root: str) -> bool:
+    """Whether a root of ``sorted_roots`` lies inside ``root``: the first one at or after ``root/`` in sort
+    order would (a search, not a scan: a run has as many tables to ask about as roots to ask of)."""
+    at = bisect.bisect_left(sorted_roots, root + "/")
+    return at < len(sorted_roots) and sorted_roots[at].startswith(root + "/")
