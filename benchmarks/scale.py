@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from deltalake import DeltaTable
 
 from benchmarks import cold
-from benchmarks.vacuum_planning import DAY_MS, PARTITIONS, SCHEMA
+from benchmarks.vacuum_planning import DAY_MS, PARTITIONS, SCHEMA, table_roots
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.spark import get_spark
@@ -84,7 +84,7 @@ def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = No
     bucket = os.path.join(workdir, "lake")
     now_ms = int(time.time() * 1000)
     started = time.monotonic()
-    roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:04d}") for i in range(tables)]
+    roots = table_roots(bucket, tables, digits=4)
     for root in roots:
         _write_log(root, files_per_table, now_ms)
     logs_s = time.monotonic() - started

@@ -59,6 +59,11 @@ SHAPES = {
 }
 
 
+def table_roots(bucket: str, tables: int, digits: int = 3) -> list[str]:
+    """Where a benchmark lake's tables live: five databases under ``warehouse/``."""
+    return [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:0{digits}d}") for i in range(tables)]
+
+
 def build_table(root: str, files: int, now_ms: int, shape: str = "checkpoint") -> None:
     """A table whose log has ``files`` adds (5% later removed, long ago) plus 5% uncommitted files,
     its log laid out as ``shape`` says (see SHAPES)."""
@@ -141,7 +146,7 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
     bucket = os.path.join(workdir, "lake")
     now_ms = int(time.time() * 1000)
     started = time.monotonic()
-    roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:03d}") for i in range(tables)]
+    roots = table_roots(bucket, tables)
     for root in roots:
         build_table(root, files_per_table, now_ms, shape)
     built = time.monotonic() - started
