@@ -97,18 +97,11 @@ def _restored(rows: DataFrame, kinds: dict[str, str]) -> DataFrame:
                          else F.col(c).cast(kind).alias(c) for c, kind in kinds.items()])
 
 
-def canonical(row) -> str:
-    """A normalized row's canonical JSON over :data:`HASHED_COLUMNS`."""
-    return _canonical_json({name: row[name] for name in HASHED_COLUMNS})
-
-
 def canonical_of(values: Sequence, at: dict[str, int]) -> str:
-    """:func:`canonical` of a row given as values and each hashed column's position."""
-    return _canonical_json({name: values[i] for name, i in at.items()})
-
-
-def _canonical_json(hashed: dict) -> str:
-    return json.dumps(hashed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """A normalized row's canonical JSON over :data:`HASHED_COLUMNS`, given as values and each hashed
+    column's position (a Row's lookup by name scans its fields, which cost more than the hash)."""
+    return json.dumps({name: values[i] for name, i in at.items()}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
 
 
 def link(prev_hash: str, canonical_json: str) -> str:
@@ -175,18 +168,24 @@ _FINDINGS_DDL = ("run_id string, seq long, at_ms long, table_root string, path s
 _FINDINGS = tuple(column.split()[0] for column in _FINDINGS_DDL.split(", "))
 
 
+# verify's rows: the hashed columns, then the stored hash.
+_WALKED = (*HASHED_COLUMNS, "row_hash")
+_AT = {name: i for i, name in enumerate(HASHED_COLUMNS)}
+_RUN, _SEQ, _PREV, _STORED, _TIME, _TABLE, _PATH, _ACTION = (
+    _WALKED.index(name) for name in ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "path",
+                                     "action"))
+
+
 def _walk(partition: Iterable[Row]) -> Iterator[tuple]:
-    """One partition's runs, each in ``seq`` order (normalized rows): a row per problem (``problem`` set),
-    then a summary row per run (``rows`` set)."""
+    """One partition's runs, each in ``seq`` order (normalized rows of :data:`_WALKED`): a row per problem
+    (``problem`` set), then a summary row per run (``rows`` set)."""
     run: dict | None = None
     for values in partition:
-        run_id, seq, stored, prev = values["run_id"], values["seq"], values["row_hash"], values["prev_hash"]
-        row = {"run_id": run_id, "seq": seq, "at_ms": (values["timestamp"] or 0) // 1000, "table_root": values["table_root"],
-               "path": values["path"], "action": values["action"]}
+        run_id, seq, stored, prev = values[_RUN], values[_SEQ], values[_STORED], values[_PREV]
         if run is None or run["run_id"] != run_id:
             if run is not None:
                 yield tuple(run.get(n) for n in _FINDINGS)
-            run = {**row, "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
+            run = {**_found(values), "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
         expected = 0 if run["last_seq"] is None else run["last_seq"] + 1
         if seq > expected:
             problem = f"row(s) {expected}..{seq - 1} of the run before it are missing (deleted)"
@@ -196,15 +195,21 @@ def _walk(partition: Iterable[Row]) -> Iterator[tuple]:
             problem = "the run's first row names no previous hash"
         elif seq != 0 and prev is not None:
             problem = "a row other than the run's first names a previous hash"
-        elif stored != link(prev if seq == 0 else run["last_hash"], canonical(values)):
+        elif stored != link(prev if seq == 0 else run["last_hash"], canonical_of(values, _AT)):
             problem = "its content does not match its hash (the row was edited)"
         else:
             problem = None
         if problem:
-            yield tuple({**row, "problem": problem}.get(n) for n in _FINDINGS)
+            yield tuple({**_found(values), "problem": problem}.get(n) for n in _FINDINGS)
         run.update(last_seq=seq, last_hash=stored, rows=run["rows"] + 1)
     if run is not None:
         yield tuple(run.get(n) for n in _FINDINGS)
+
+
+def _found(values: Sequence) -> dict:
+    """Where a finding is: the row's run, place, time, table and file."""
+    return {"run_id": values[_RUN], "seq": values[_SEQ], "at_ms": (values[_TIME] or 0) // 1000,
+            "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
 
 
 def verify(rows: DataFrame, expected_head: str | None = None) -> ChainCheck:
@@ -212,7 +217,7 @@ def verify(rows: DataFrame, expected_head: str | None = None) -> ChainCheck:
     (a head an evidence document quoted) must still be a row of the chain."""
     check = ChainCheck(unchained_rows=rows.where(F.col("row_hash").isNull()).count())
     chained = rows.where(F.col("row_hash").isNotNull())
-    ordered = _normalized(chained.select(*HASHED_COLUMNS, "row_hash")).repartition("run_id").sortWithinPartitions(
+    ordered = _normalized(chained.select(*_WALKED)).repartition("run_id").sortWithinPartitions(
         "run_id", "seq")
     findings = rows.sparkSession.createDataFrame(ordered.rdd.mapPartitions(_walk), _FINDINGS_DDL).localCheckpoint(
         eager=True)

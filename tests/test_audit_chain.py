@@ -113,7 +113,8 @@ def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
 
 def _rehash(spark, row: dict, prev: str) -> str:
     frame = audit_chain._normalized(spark.createDataFrame([row], AUDIT_COLUMNS))
-    return audit_chain.link(prev, audit_chain.canonical(frame.collect()[0].asDict()))
+    at = {name: frame.columns.index(name) for name in audit_chain.HASHED_COLUMNS}
+    return audit_chain.link(prev, audit_chain.canonical_of(frame.collect()[0], at))
 
 
 def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_path):

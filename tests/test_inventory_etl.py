@@ -293,6 +293,26 @@ def test_result_reads_with_spark(spark, tmp_path):
     assert dict(df.dtypes)["modificationTime"] == "bigint"
 
 
+def test_validation_shuffles_each_row_once_into_tasks_sized_by_the_reports_bytes(spark, tmp_path, monkeypatch):
+    """Nearly every object of a delivery is distinct: a partial aggregation before the shuffle holds (and
+    spills) its whole input, and Spark's byte-sized tasks after it hold millions of objects each."""
+    import lakeio.tasks
+    from inventory_etl import ingestion
+
+    monkeypatch.setattr(lakeio.tasks, "KEYS_PER_AGGREGATION_TASK", 1)  # one task per row the bytes allow
+    manifests = [str(deliver(tmp_path / "dest", bucket)) for bucket in ("one", "two")]
+    job = IngestInventory(spark, str(tmp_path / "inv"))
+    result = ingestion.IngestResult(job.inventory_table, [])
+    accepted = job._read_reports(job._load_manifests(manifests, result), result)
+    per_object = ingestion._per_object(accepted)
+
+    plan = per_object._jdf.queryExecution().executedPlan().toString()  # as planned, before it runs
+    assert plan.count("Exchange") == 1 and "Exchange hashpartitioning(object" in plan, plan
+    report_bytes = sum(f.size for a in accepted for f in a.manifest.files)
+    assert per_object.rdd.getNumPartitions() == report_bytes // ingestion.REPORT_BYTES_PER_ROW > 2 * len(AWKWARD_OBJECTS)
+    assert per_object.groupBy().sum("rows").first()[0] == 2 * len(AWKWARD_OBJECTS)
+
+
 def test_cli_exit_codes_and_summary_json(spark, tmp_path, capsys):
     root = tmp_path / "dest"
     deliver(root, "good")
