@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from lakeio import uris
 
@@ -38,3 +40,24 @@ def test_spark_canonical_agrees_with_python(spark):
     frame = spark.createDataFrame([(s,) for s in spellings], "uri string")
     assert [r[0] for r in frame.select(uris.canonical_col(frame["uri"])).collect()] == [
         uris.canonical(s) for s in spellings]
+
+
+# URIs with a scheme, spelled every way: scheme case and aliases, zero to four slashes, colons, percent
+# signs and spaces inside, trailing slashes.
+_SPELLINGS = st.builds(
+    lambda scheme, slashes, body, trailing: f"{scheme}:{'/' * slashes}{body}{'/' * trailing}",
+    st.sampled_from(["s3", "S3", "s3a", "S3A", "s3n", "file", "FILE", "File", "gs", "hdfs", "abfss"]),
+    st.integers(0, 4), st.text(alphabet="ab/:.% ", max_size=12).map(str.strip), st.integers(0, 3))
+
+
+# Each example is a Spark job of 200 spellings; a failure names its spellings itself, unshrunk.
+@settings(max_examples=5, deadline=None, phases=[Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_SPELLINGS, min_size=200, max_size=200))
+def test_spark_canonical_agrees_with_python_on_any_spelling(spark, spellings):
+    """The fast path for spellings already canonical and the rebuilt one for the rest must both
+    equal :func:`uris.canonical`."""
+    frame = spark.createDataFrame([(s,) for s in spellings], "uri string")
+    found = [r[0] for r in frame.select(uris.canonical_col(frame["uri"])).collect()]
+    wrong = [(s, got, uris.canonical(s)) for s, got in zip(spellings, found) if got != uris.canonical(s)]
+    assert not wrong, f"(spelling, Spark's, Python's): {wrong[:5]}"
