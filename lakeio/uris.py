@@ -29,10 +29,13 @@ def scheme_of(uri: str) -> str | None:
 
 
 def to_uri(path_or_uri: str) -> str:
-    """A fully qualified URI for a local path, ``file:`` URI or object-store URI."""
-    value = path_or_uri.strip()
-    if not value:
-        raise ValueError("empty path")
+    """A fully qualified URI for a local path, ``file:`` URI or object-store URI.
+
+    Taken literally: an S3 key may begin or end with whitespace, and stripping it here would
+    spell such an object two ways (Spark's :func:`canonical_col` keeps it)."""
+    value = path_or_uri
+    if not value.strip():
+        raise ValueError(f"empty path: {path_or_uri!r}")
     scheme = scheme_of(value)
     if scheme is None:
         return "file://" + os.path.abspath(os.path.expanduser(value))

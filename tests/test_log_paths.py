@@ -46,6 +46,10 @@ CASES = [
     ("s3://bkt/w/t", "p/..", "s3://bkt/w/t"),
     ("s3://bkt/w/t", "x/", "s3://bkt/w/t/x"),
     ("s3://bkt", "y", "s3://bkt/y"),  # a table at the bucket root
+    # A key may end in whitespace (S3 allows it): it is part of the name, however the log spells it.
+    ("s3://bkt/w/t", "s3://bkt/w/t/x%20", "s3://bkt/w/t/x "),
+    ("s3://bkt/w/t", "s3a://bkt/w/t/%09x%C2%A0", "s3://bkt/w/t/\tx\u00a0"),
+    ("s3://bkt/w/t", "y%20", "s3://bkt/w/t/y "),
     ("file:///", "z", "file:///z"),
 ]
 

@@ -34,6 +34,13 @@ def test_empty_path_is_refused():
         uris.to_uri("  ")
 
 
+def test_whitespace_is_part_of_a_key():
+    """S3 keys may end (and a folder may begin) with whitespace: one object, one spelling."""
+    assert uris.canonical("s3a://b/t/x ") == "s3://b/t/x "
+    assert uris.canonical("s3://b/ t/\u00a0") == "s3://b/ t/\u00a0"
+    assert uris.to_uri("file:/tmp/x\t") == "file:///tmp/x\t"
+
+
 def test_spark_canonical_agrees_with_python(spark):
     spellings = ["s3://b/k", "s3a://b/t/", "S3N://b/t//", "gs://b/a:b/c", "file:/tmp/a b", "file:///tmp/x/",
                  "file:////tmp/y", "file://tmp/z", "file:///", "hdfs://nn:8020/w/t/p=1/"]
@@ -43,11 +50,11 @@ def test_spark_canonical_agrees_with_python(spark):
 
 
 # URIs with a scheme, spelled every way: scheme case and aliases, zero to four slashes, colons, percent
-# signs and spaces inside, trailing slashes.
+# signs and whitespace anywhere (a key may end in a space or a no-break space), trailing slashes.
 _SPELLINGS = st.builds(
     lambda scheme, slashes, body, trailing: f"{scheme}:{'/' * slashes}{body}{'/' * trailing}",
     st.sampled_from(["s3", "S3", "s3a", "S3A", "s3n", "file", "FILE", "File", "gs", "hdfs", "abfss"]),
-    st.integers(0, 4), st.text(alphabet="ab/:.% ", max_size=12).map(str.strip), st.integers(0, 3))
+    st.integers(0, 4), st.text(alphabet="ab/:.% \t\u00a0", max_size=12), st.integers(0, 3))
 
 
 # Each example is a Spark job of 200 spellings; a failure names its spellings itself, unshrunk.
