@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.shapes import local_frame
 from lakeio.times import iso_utc
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -72,7 +73,7 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     cut-off), by size and ETag, with what holds each now. ``newest``: each bucket's newest inventory date;
     ``files`` (shapes.FILE_ACTIONS) and ``roots``: the tables' logs read; ``audit``: the vacuum audit rows.
     Also returns the asked files no inventory row gives an ETag for (no copy can be looked for)."""
-    wanted = F.broadcast(spark.createDataFrame([(p,) for p in asked], "of string"))
+    wanted = F.broadcast(local_frame(spark, [(p,) for p in asked], "of string"))
     objects = history.where(~F.coalesce(F.col("is_delete_marker"), F.lit(False)) & F.col("e_tag").isNotNull()) \
         .withColumn("canonical", uris.canonical_col(F.col("path")))
     prints = (objects.join(wanted, objects["canonical"] == wanted["of"])
@@ -82,9 +83,9 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     unknown = sorted(set(asked) - {r["of"] for r in prints})
     if not prints:
         return [], unknown
-    fingerprints = F.broadcast(spark.createDataFrame(
-        [(r["of"], r["length"], r["e_tag"], etag_kind(r["e_tag"], r["encryption_status"], r["is_multipart_uploaded"]))
-         for r in prints], "of string, length long, e_tag string, of_kind string"))
+    fingerprints = F.broadcast(local_frame(spark, [
+        (r["of"], r["length"], r["e_tag"], etag_kind(r["e_tag"], r["encryption_status"], r["is_multipart_uploaded"]))
+        for r in prints], "of string, length long, e_tag string, of_kind string"))
     matches = (objects.join(fingerprints, ["length", "e_tag"]).where(F.col("canonical") != F.col("of"))
                .groupBy("of", "canonical", "version_id").agg(
                    F.max_by(F.struct("bucket", "inventory_date", "is_latest", "encryption_status",
@@ -137,7 +138,7 @@ def _log_rows(spark: SparkSession, files: DataFrame, paths: list[str]) -> dict[s
     found: dict[str, dict[str, str]] = {}
     if not paths:
         return found
-    wanted = F.broadcast(spark.createDataFrame([(p,) for p in sorted(set(paths))], "path string"))
+    wanted = F.broadcast(local_frame(spark, [(p,) for p in sorted(set(paths))], "path string"))
     for r in files.join(wanted, "path").groupBy("path", "table_root").agg(F.min("kind").alias("kind")).collect():
         found.setdefault(r["path"], {})[r["table_root"]] = r["kind"]  # "add" sorts before "remove"
     return found
@@ -146,7 +147,7 @@ def _log_rows(spark: SparkSession, files: DataFrame, paths: list[str]) -> dict[s
 def _deleted_by_runs(spark: SparkSession, audit: DataFrame, paths: list[str]) -> dict[str, str]:
     if not paths:
         return {}
-    wanted = F.broadcast(spark.createDataFrame([(p,) for p in paths], "path string"))
+    wanted = F.broadcast(local_frame(spark, [(p,) for p in paths], "path string"))
     rows = (audit.where(F.col("action") == "deleted").withColumn("path", uris.canonical_col(F.col("path")))
             .join(wanted, "path").groupBy("path").agg(F.min_by(F.struct(
                 "run_id", F.unix_millis("timestamp").alias("at_ms")), "timestamp").alias("r"))

@@ -61,7 +61,7 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_logs
-from lakeio.shapes import of_tables
+from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes, shorten
@@ -492,7 +492,7 @@ class ErasureEvidence:
         if not questions:
             return []
         self.progress(f"answering for {len(questions)} file(s)")
-        asked = self.spark.createDataFrame(sorted({(q.path,) for q in questions}), "path string")
+        asked = local_frame(self.spark, sorted({(q.path,) for q in questions}), "path string")
         trail: dict[str, list] = defaultdict(list)
         rows = audit.where(F.col("path").isNotNull()).select(
             uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", "error",
@@ -519,7 +519,7 @@ class ErasureEvidence:
         kinds = {r["bucket"]: r for r in rows.groupBy("bucket").agg(
             F.max(F.col("version_id").isNotNull()).alias("versioned"),
             F.max(F.col("is_latest").isNotNull()).alias("all_versions")).collect()}
-        asked = self.spark.createDataFrame([(path,) for path in paths], "path string")
+        asked = local_frame(self.spark, [(path,) for path in paths], "path string")
         listed: dict[str, list] = defaultdict(list)
         for row in rows.where(F.col("version_id").isNotNull()).select(
                 uris.canonical_col(F.col("path")).alias("path"), "version_id", "length", "modificationTime",

@@ -7,14 +7,15 @@ the seam with both sides named, not three joins later as an unresolved column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
-_TYPES = {"string": StringType(), "long": LongType(), "boolean": BooleanType()}
+_TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType()}
 
 
 class ShapeError(ValueError):
@@ -42,6 +43,20 @@ def _schema(ddl: str) -> StructType:
     """``"a string, b long"`` as a schema, without a Spark session (``StructType.fromDDL`` needs one)."""
     return StructType([StructField(name, _TYPES[kind]) for name, kind in
                        (column.split() for column in ddl.split(","))])
+
+
+def local_frame(spark: SparkSession, rows: Iterable[Sequence], schema: str | StructType) -> DataFrame:
+    """A small table the driver holds (table roots, lookups) as a DataFrame that needs no Python worker.
+
+    ``spark.createDataFrame`` of a Python list unpickles it in a Python worker, and starting one
+    took 2-3 s of a cold run whose jobs otherwise run in the JVM alone. Here the rows travel as
+    one JSON text in a one-row local relation and are parsed where the frame is used; a value that
+    does not fit its column (``schema``: a StructType, or DDL of string, int, long and boolean
+    columns) fails the job instead of turning null."""
+    struct = _schema(schema) if isinstance(schema, str) else schema
+    text = json.dumps([dict(zip(struct.fieldNames(), row)) for row in rows])
+    return spark.sql("SELECT * FROM VALUES (:rows) AS given(rows)", args={"rows": text}).select(
+        F.inline(F.from_json("rows", ArrayType(struct), {"mode": "FAILFAST"})))
 
 
 # Reconciled add/remove actions, one per (table, file, deletion vector): see deltalog.replay.
@@ -82,4 +97,4 @@ def without_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
 
 
 def _roots(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
-    return frame.sparkSession.createDataFrame([(root,) for root in roots], "table_root string")
+    return local_frame(frame.sparkSession, [(root,) for root in roots], "table_root string")

@@ -21,7 +21,7 @@ from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
-from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, of_tables
+from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, local_frame, of_tables
 from lakeio.tasks import by_key, small_shuffles
 from lakeio.uris import TableRoot
 from vacuum_jobs.report import TableCounts
@@ -141,7 +141,7 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     rows = logged.unionByName(listed, allowMissingColumns=True)
     referenced = [F.lit(None).cast("int").alias("referenced_by")]
     if references is not None:
-        ids = F.broadcast(tables.sparkSession.createDataFrame(list(enumerate(roots)), "id int, referenced_by string"))
+        ids = F.broadcast(local_frame(tables.sparkSession, list(enumerate(roots)), "id int, referenced_by string"))
         rows = rows.unionByName(references.join(tables, "table_root").join(ids, "referenced_by", "left").select(
             "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
             F.coalesce(F.col("id"), F.lit(-1)).alias("referencing")), allowMissingColumns=True)

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.shapes import local_frame
 
 
 def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:
@@ -31,7 +32,7 @@ def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:
     found = []
     for depth in sorted(by_depth, reverse=True):
         column = f"_owner_at_depth_{depth}"
-        lookup = spark.createDataFrame([(r,) for r in by_depth[depth]], f"{column} string")
+        lookup = local_frame(spark, [(r,) for r in by_depth[depth]], f"{column} string")
         prefix = F.substring_index(F.col("path"), "/", depth + 1)
         rows = rows.join(F.broadcast(lookup),
                          (prefix == F.col(column)) & (F.length("path") > F.length(column)), "left")

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from lakeio.deltalog import gates
 from lakeio.deltalog.keep import hidden, hidden_pattern, keep_set
 from lakeio.deltalog.replay import TableState
+from lakeio.shapes import local_frame
 from lakeio.text import StrEnum
 from lakeio.uris import TableRoot
 
@@ -62,8 +63,8 @@ def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
     """``table_id`` (the index in ``policies``), ``table_root``, ``cutoff_ms`` and ``hidden_rule``
     (see :func:`hidden_patterns`) per table."""
     patterns = hidden_patterns(policies)
-    return spark.createDataFrame(
-        [(i, p.table_root, p.cutoff_ms, patterns.index(p.hidden_pattern)) for i, p in enumerate(policies)],
+    return local_frame(
+        spark, [(i, p.table_root, p.cutoff_ms, patterns.index(p.hidden_pattern)) for i, p in enumerate(policies)],
         "table_id int, table_root string, cutoff_ms long, hidden_rule int",
     )
 

@@ -27,7 +27,7 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.replay import Replay, TableState, unresolvable
-from lakeio.shapes import REFERENCES, of_tables
+from lakeio.shapes import REFERENCES, local_frame, of_tables
 from lakeio.times import MS_PER_HOUR
 from lakeio.uris import TableRoot
 
@@ -77,8 +77,8 @@ def needed_elsewhere(replay: Replay, cutoffs: Mapping[TableRoot, int], roots: It
         return References()
     unknown = unresolvable(replay.rare_files) if check_paths and replay.rare_files is not None else {}
     spark = replay.files.sparkSession
-    limits = spark.createDataFrame([(root, cutoffs.get(root, EVERY_TOMBSTONE)) for root in replay.states],
-                                   "table_root string, cutoff_ms long")
+    limits = local_frame(spark, [(root, cutoffs.get(root, EVERY_TOMBSTONE)) for root in replay.states],
+                         "table_root string, cutoff_ms long")
     actions = reduce(DataFrame.unionByName, sources).join(F.broadcast(limits), "table_root")
     needed = keep_set(actions).select(F.col("table_root").alias("referenced_by"), "path")
     owned = with_owner(needed, roots).where(F.col("table_root").isNotNull()

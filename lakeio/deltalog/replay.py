@@ -37,7 +37,7 @@ from lakeio import uris
 from lakeio.deltalog.keep import dv_relative_path_col
 from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
-from lakeio.shapes import FILE_ACTIONS, without_tables
+from lakeio.shapes import FILE_ACTIONS, local_frame, without_tables
 from lakeio.storage import Storage
 from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
 from lakeio.text import first_line
@@ -162,7 +162,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     segments = [s for s in segments if s.root not in failures]
     commits = kept[0] if kept else None
     rare = _rare_actions(spark, catalog, commits)
-    files = _file_actions(spark, catalog, commits, rare) if catalog else spark.createDataFrame([], FILE_ACTIONS.schema)
+    files = _file_actions(spark, catalog, commits, rare) if catalog else local_frame(spark, [], FILE_ACTIONS.schema)
     if check_paths:
         failures.update(unresolvable(files))
         segments = [s for s in segments if s.root not in failures]
@@ -337,8 +337,8 @@ def _actions(spark: SparkSession, catalog: list[_LogFile], commits: DataFrame | 
     a broadcast lookup on Spark's own spelling of the file it came from. ``commits``, the
     JSON commits as the summary kept them, stand in for reading ``catalog``'s JSON files (the
     lookup keeps only ``catalog``'s)."""
-    lookup = spark.createDataFrame(
-        [(f.spelling, f.table_root, f.version) for f in catalog if f.spelling is not None],
+    lookup = local_frame(
+        spark, [(f.spelling, f.table_root, f.version) for f in catalog if f.spelling is not None],
         "file string, table_root string, version long")
     if commits is None:
         commits, checkpoints = _reads(spark, catalog, _FILE_ACTIONS_SCHEMA)
