@@ -33,16 +33,15 @@ def to_uri(path_or_uri: str) -> str:
 
     Taken literally: an S3 key may begin or end with whitespace, and stripping it here would
     spell such an object two ways (Spark's :func:`canonical_col` keeps it)."""
-    value = path_or_uri
-    if not value.strip():
+    if not path_or_uri.strip():
         raise ValueError(f"empty path: {path_or_uri!r}")
-    scheme = scheme_of(value)
+    scheme = scheme_of(path_or_uri)
     if scheme is None:
-        return "file://" + os.path.abspath(os.path.expanduser(value))
+        return "file://" + os.path.abspath(os.path.expanduser(path_or_uri))
     if scheme == "file":
-        rest = value[len("file:"):]
+        rest = path_or_uri[len("file:"):]
         return "file://" + "/" + rest.lstrip("/")
-    return value
+    return path_or_uri
 
 
 def canonical(uri: str) -> str:
