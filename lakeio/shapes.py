@@ -54,7 +54,7 @@ def local_frame(spark: SparkSession, rows: Iterable[Sequence], schema: str | Str
     does not fit its column (``schema``: a StructType, or DDL of string, int, long and boolean
     columns) fails the job instead of turning null."""
     struct = _schema(schema) if isinstance(schema, str) else schema
-    text = json.dumps([dict(zip(struct.fieldNames(), row)) for row in rows])
+    text = json.dumps([dict(zip(struct.fieldNames(), row, strict=True)) for row in rows])
     return spark.sql("SELECT * FROM VALUES (:rows) AS given(rows)", args={"rows": text}).select(
         F.inline(F.from_json("rows", ArrayType(struct), {"mode": "FAILFAST"})))
 
