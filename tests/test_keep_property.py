@@ -12,6 +12,9 @@ actions afresh or from the JSON commits its summary kept; a writer's log cleanup
 the commits between the summary and the plan. After planning, another writer may re-add a
 candidate. A plain-Python model says what must be kept; the Spark plan, after its re-check,
 must agree exactly.
+
+Each example is a whole replay, plan and re-check (15-20 s): ``KEEP_EXAMPLES`` sets how many
+run, 10 by default; ``KEEP_EXAMPLES=200`` for a deeper search.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def _dv_file(dv):
     return dv_relative_path(dv[0] + dv[1])
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("KEEP_EXAMPLES", "10")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(step, min_size=1, max_size=14), orphan_times=st.lists(times, min_size=1, max_size=4),
        partitioned=st.booleans(), spelling=spellings, iceberg=st.booleans(),
        duplicates=st.lists(times, max_size=4), late_readd=st.booleans(), keep_commits=st.booleans(),
