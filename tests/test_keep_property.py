@@ -91,7 +91,8 @@ def _dv_file(dv):
     return dv_relative_path(dv[0] + dv[1])
 
 
-@settings(max_examples=int(os.environ.get("KEEP_EXAMPLES", "10")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("KEEP_EXAMPLES", "10")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(step, min_size=1, max_size=14), orphan_times=st.lists(times, min_size=1, max_size=4),
        partitioned=st.booleans(), spelling=spellings, iceberg=st.booleans(),
        duplicates=st.lists(times, max_size=4), late_readd=st.booleans(), keep_commits=st.booleans(),
