@@ -4,9 +4,9 @@ exactly the deliveries, row for row, and every engine reads it.
 The job runs as ``python -m inventory_etl`` in its own process group; the re-run uses the
 test session. ``SOAK_RUNS`` sets how many rounds the soak test plays (two overlapping runners
 given the deliveries in random order, either or both killed at a random point): 1 by default,
-each round being two job processes and a rerun (about 75 s); the kill at a named point below and
-test_ingest_overlap's forced interleavings are the deterministic cases. ``SOAK_RUNS=20`` (and
-another ``SOAK_SEED``) for a deeper soak.
+the test then taking about 45 s alone. The kill at a named point below and test_ingest_overlap's
+forced interleavings are the deterministic cases. ``SOAK_RUNS=20`` (and another ``SOAK_SEED``)
+for a deeper soak.
 """
 
 from __future__ import annotations
