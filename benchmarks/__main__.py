@@ -3,7 +3,8 @@
 Job 1's ingestion at its default size; job 2's dry-run plan on each log shape at 1M objects
 (50 tables), on the same 1M objects in 500 tables, and on 3M objects (150 tables), each next
 to its bare Spark baseline and the ``deltalake`` loop, warm in this process and cold (a fresh
-``python -m vacuum_jobs`` process per round, its session start apart: benchmarks.cold); then
+``python -m vacuum_jobs`` process per round, its session start apart, next to the bare program
+in a fresh process of its own: benchmarks.cold); then
 job 2 cold on plan-only lakes of 1M objects (benchmarks.scale), and of 10M with ``--large``. About
 an hour on 2 cores, most of it building the lakes; ``--skip-3m`` leaves out the 3M-object lake.
 """
@@ -56,13 +57,14 @@ def main() -> None:
 
     print(f"\njob 2: batch dry-run plan; S3 model = measured + {vacuum_planning.S3_PAGE_S * 1000:.0f} ms a ListObjectsV2 page")
     header = ("lake", "objects", "plan", "baseline", "plan/base", "deltalake loop", "loop/plan", "S3 model loop/plan",
-              "cold job", "cold/loop", "S3 model loop/cold", "chargeback")
+              "cold job", "cold/loop", "S3 model loop/cold", "cold baseline", "cold/cold base", "chargeback")
     table = [header] + [(
         label, f"{f['files']:,}", f"{f['batch_dry_run_s']:.1f} s", f"{f['bare_spark_baseline_s']:.1f} s",
         f"{f['plan_over_baseline']:.2f}", f"{f['delta_rs_full_vacuum_loop_s']:.1f} s", f"{f['speedup']:.2f}",
         f"{f['s3_model_delta_rs_loop_s']:.1f} / {f['s3_model_batch_s']:.1f} s", f"{f['cold'].job_s:.1f} s",
         f"{f['cold'].job_s / f['delta_rs_full_vacuum_loop_s']:.2f}",
-        f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}", f"{f['chargeback_s']:.1f} s",
+        f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}", f"{f['cold_baseline'].job_s:.1f} s",
+        f"{f['cold'].job_s / f['cold_baseline'].job_s:.2f}", f"{f['chargeback_s']:.1f} s",
     ) for label, f in lakes.items()]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

@@ -1,5 +1,5 @@
 """Job 2 as users run it: one fresh ``python -m vacuum_jobs --discover --dry-run`` process, timed
-from its own log lines.
+from its own log lines; and the bare Spark program that finds the same candidates, cold alike.
 
 The session start (process launch to the job's first log line, ``spark <version>, master ...``)
 is measured apart: it is the same for any Spark program, and the targets compare the job after it.
@@ -42,26 +42,58 @@ def run_cli(inventory: str, shuffle_partitions: int) -> ColdRun:
     """One cold process over every Delta table ``inventory`` shows; raises when the run fails."""
     with tempfile.TemporaryDirectory(prefix="cold-run-") as scratch:
         report_path = os.path.join(scratch, "report.json")
-        launch_args = f"--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
-        env = {**os.environ, "PYSPARK_SUBMIT_ARGS": launch_args}
-        archive = jvm_archive.submit_args(launch_args) is not None
-        launched = time.time()
-        done = subprocess.run([sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory, "--discover",
-                               "--dry-run", "--report", report_path], env=env, capture_output=True, text=True,
-                              check=False)
-        ended = time.time()
-        if done.returncode != 0:
-            raise SystemExit(f"the cold run failed ({done.returncode}): {done.stderr[-2000:]}")
+        fresh = _fresh(["vacuum_jobs", "--inventory-table", inventory, "--discover", "--dry-run",
+                        "--report", report_path], shuffle_partitions)
         with open(report_path) as source:
             report = json.load(source)
-    stamped = [(at, line.split(": ", 1)[1]) for line in done.stderr.splitlines() if (at := _stamp(line)) is not None]
-    session_at = next(at for at, message in stamped if message.startswith(_SESSION_LINE))
-    ends = [next(at for at, message in stamped if message.startswith(prefix)) if prefix else ended
+    ends = [next(at for at, message in fresh.lines if message.startswith(prefix)) if prefix else fresh.ended
             for _, prefix in STEPS]
     candidates = sum(t["counts"]["candidate_files"] for t in report["tables"])
-    return ColdRun(session_at - launched, ended - session_at,
-                   {name: end - start for (name, _), start, end in zip(STEPS, [session_at, *ends], ends)}, candidates,
-                   archive)
+    return ColdRun(fresh.session_s, fresh.job_s,
+                   {name: end - start for (name, _), start, end in zip(STEPS, [fresh.session_at, *ends], ends)},
+                   candidates, fresh.archive)
+
+
+def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partitions: int) -> ColdRun:
+    """The least Spark program (benchmarks.bare_spark) in a cold process of its own: the floor
+    under ``run_cli`` that any Spark job pays, timed the same way (one step)."""
+    fresh = _fresh(["benchmarks.bare_spark", "--inventory", inventory, "--cutoff-ms", str(cutoff_ms), *roots],
+                   shuffle_partitions)
+    return ColdRun(fresh.session_s, fresh.job_s, {"the whole program": fresh.job_s}, int(fresh.stdout.split()[-1]),
+                   fresh.archive)
+
+
+@dataclass(frozen=True)
+class _Fresh:
+    launched: float
+    session_at: float  # the session's first log line (lakeio.spark.get_spark)
+    ended: float
+    lines: list[tuple[float, str]]  # (time, message) of every log line
+    stdout: str
+    archive: bool
+
+    @property
+    def session_s(self) -> float:
+        return self.session_at - self.launched
+
+    @property
+    def job_s(self) -> float:
+        return self.ended - self.session_at
+
+
+def _fresh(module_args: list[str], shuffle_partitions: int) -> _Fresh:
+    """``python -m`` ``module_args`` in a fresh process, launched as users launch the jobs."""
+    launch_args = f"--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
+    archive = jvm_archive.submit_args(launch_args) is not None
+    launched = time.time()
+    done = subprocess.run([sys.executable, "-m", *module_args], env={**os.environ, "PYSPARK_SUBMIT_ARGS": launch_args},
+                          capture_output=True, text=True, check=False)
+    ended = time.time()
+    if done.returncode != 0:
+        raise SystemExit(f"the cold run of {module_args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    lines = [(at, line.split(": ", 1)[1]) for line in done.stderr.splitlines() if (at := _stamp(line)) is not None]
+    session_at = next(at for at, message in lines if message.startswith(_SESSION_LINE))
+    return _Fresh(launched, session_at, ended, lines, done.stdout, archive)
 
 
 def _stamp(line: str) -> float | None:

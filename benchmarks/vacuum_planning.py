@@ -8,15 +8,15 @@ Builds a local lake of ``tables`` Delta tables holding ``tables * files-per-tabl
 about 10% of them orphans (half tombstoned long ago, half never committed), writes its
 S3-style inventory and ingests it; then times, in the same run and session, in turn for
 ``repeat`` rounds, each its fastest round (benchmarks.timing): the batch dry-run plan
-(inventory + logs, no listing), the bare Spark baseline (read the inventory date, read
-checkpoints and commits, absolute paths, one anti-join, count; no safety rule beyond what
-this lake needs), ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over the same
-tables (which lists every folder), and the job as users run it: a fresh
-``python -m vacuum_jobs --discover --dry-run`` process (benchmarks.cold; ``--no-cold`` leaves
-it out). The timed runs use Spark's own default of 200 shuffle partitions, with adaptive
-execution, as a cluster would (``--shuffle-partitions`` to compare). On S3 both would also
-pay for their listings: the figures labelled "S3 model" add an assumed cost per
-ListObjectsV2 page to each measured time.
+(inventory + logs, no listing), the bare Spark baseline (benchmarks.bare_spark: read the
+inventory date, read checkpoints and commits, absolute paths, one anti-join, count; no safety
+rule beyond what this lake needs), ``DeltaTable.vacuum(dry_run=True, full=True)`` looped over
+the same tables (which lists every folder), and the job as users run it: a fresh
+``python -m vacuum_jobs --discover --dry-run`` process, next to the bare baseline in a fresh
+process of its own (benchmarks.cold; ``--no-cold`` leaves both out). The timed runs use Spark's
+own default of 200 shuffle partitions, with adaptive execution, as a cluster would
+(``--shuffle-partitions`` to compare). On S3 both would also pay for their listings: the
+figures labelled "S3 model" add an assumed cost per ListObjectsV2 page to each measured time.
 """
 
 from __future__ import annotations
@@ -28,18 +28,15 @@ import shutil
 import tempfile
 import time
 from datetime import datetime, timezone
-from functools import reduce
 
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from benchmarks import cold
+from benchmarks.bare_spark import bare_spark_candidates
 from benchmarks.timing import best_in_turn
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.charges import Chargeback, ChargebackOptions
-from lakeio.delta_read import partition_values, read_delta
 from lakeio.spark import get_spark
 from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.targets import as_targets
@@ -102,40 +99,6 @@ def build_table(root: str, files: int, now_ms: int, shape: str = "checkpoint") -
         DeltaTable(root).create_checkpoint()
 
 
-def bare_spark_candidates(spark: SparkSession, inventory: str, roots: list[str], cutoff_ms: int) -> int:  # local paths
-    """The least Spark program that finds this lake's candidates: the limit the plan is measured against.
-
-    Every table here has at most one checkpoint, removes older than the cut-off, no
-    deletion vectors, nothing hidden but ``_delta_log/``: rules the real plan checks and
-    this one takes for granted."""
-    day = max(partition_values(inventory, "inventory_date"))
-    checkpoints, commits = [], []
-    for root in roots:  # the newest checkpoint and the commits after it
-        log = os.path.join(root, "_delta_log")
-        names = os.listdir(log)
-        newest = max((n for n in names if n.endswith(".checkpoint.parquet")), default="")
-        checkpoints += [os.path.join(log, newest)] if newest else []
-        commits += [os.path.join(log, n) for n in names if n.endswith(".json") and n[:20] > newest[:20]]
-    table_of = F.regexp_extract(F.col("_metadata.file_path"), r"^file:/*(/.*)/_delta_log/[^/]*$", 1)
-    version = F.regexp_extract(F.col("_metadata.file_path"), r"/(\d{20})\.", 1).cast("long")
-    actions = "add struct<path string>, remove struct<path string, deletionTimestamp long>"
-    reads = ([spark.read.schema(actions).parquet(*checkpoints)] if checkpoints else []) + [
-        spark.read.schema(actions).json(commits)]
-    actions_read = reduce(DataFrame.unionByName, [r.select(table_of.alias("root"), version.alias("v"), "add", "remove")
-                                                  for r in reads])
-    log_rows = actions_read.select("root", "v", F.coalesce("add.path", "remove.path").alias("rel"),
-                     F.col("add.path").isNotNull().alias("is_add"), F.col("remove.deletionTimestamp").alias("deleted"))
-    needed = log_rows.where(F.col("rel").isNotNull()).groupBy("root", "rel").agg(
-        F.max_by(F.struct("is_add", "deleted"), "v").alias("last")
-    ).where(F.col("last.is_add") | (F.col("last.deleted") >= cutoff_ms)).select(
-        F.concat("root", F.lit("/"), "rel").alias("path"))
-    rows = read_delta(spark, inventory, {"inventory_date": day}).select(  # one delivery: no duplicate rows
-        F.regexp_replace("path", "^file:/*/", "/").alias("path"), "modificationTime")
-    owned = rows.where(F.col("path").rlike(r"/warehouse/db\d/table_\d{3}/") & ~F.col("path").contains("/_delta_log/")
-                       & (F.col("modificationTime") < cutoff_ms))
-    return owned.join(needed, "path", "left_anti").count()
-
-
 def _pages(keys: int) -> int:
     return max(1, -(-keys // 1000))
 
@@ -172,12 +135,17 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         "baseline": lambda: bare_spark_candidates(spark, inventory, roots, cutoff_ms),
         "loop": lambda: sum(len(set(DeltaTable(root).vacuum(
             retention_hours=168, dry_run=True, enforce_retention_duration=False, full=True))) for root in roots),
-        **({"cold": lambda: cold.run_cli(inventory, shuffle_partitions)} if cold_runs else {}),
+        **({"cold": lambda: cold.run_cli(inventory, shuffle_partitions),
+            "cold_baseline": lambda: cold.run_bare(inventory, roots, cutoff_ms, shuffle_partitions)}
+           if cold_runs else {}),
     })
     (batch, report), (baseline, bare), (looped, delta_rs) = best["plan"], best["baseline"], best["loop"]
     fresh: cold.ColdRun | None = best["cold"][1] if cold_runs else None
-    if fresh is not None and fresh.candidates != report.totals()["candidate_files"]:
-        raise SystemExit(f"the cold run found {fresh.candidates} candidates, the plan {report.totals()['candidate_files']}")
+    fresh_bare: cold.ColdRun | None = best["cold_baseline"][1] if cold_runs else None
+    for name, run_ in (("cold run", fresh), ("cold bare Spark baseline", fresh_bare)):
+        if run_ is not None and run_.candidates != report.totals()["candidate_files"]:
+            raise SystemExit(f"the {name} found {run_.candidates} candidates, the plan "
+                             f"{report.totals()['candidate_files']}")
     if bare != report.totals()["candidate_files"]:
         raise SystemExit(f"the bare Spark baseline found {bare} candidates, the plan "
                          f"{report.totals()['candidate_files']}")
@@ -220,8 +188,10 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
         # what its ListObjectsV2 pages would cost at S3_PAGE_S each.
         "s3_model_delta_rs_loop_s": looped + listing_pages * S3_PAGE_S,
         "s3_model_batch_s": batch + log_pages * S3_PAGE_S,
-        # The fastest fresh process (benchmarks.cold): the session start apart, the job after it.
+        # The fastest fresh process (benchmarks.cold): the session start apart, the job after it;
+        # and the fastest fresh process of the bare Spark program, the floor under it.
         "cold": fresh,
+        "cold_baseline": fresh_bare,
         "s3_model_cold_s": fresh.job_s + log_pages * S3_PAGE_S if fresh else None,
     }
 
@@ -236,6 +206,11 @@ def cold_lines(f: dict) -> str:
     lines += [f"  {'job (after the session)':<38} {fresh.job_s:7.1f} s  cold / deltalake loop "
               f"{fresh.job_s / f['delta_rs_full_vacuum_loop_s']:.2f}; S3 model loop / cold "
               f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}"]
+    bare: cold.ColdRun = f["cold_baseline"]
+    lines += [f"the bare Spark baseline in a fresh process the same way, session start {bare.session_s:.1f} s, then",
+              f"  {'the whole program':<38} {bare.job_s:7.1f} s  cold job / cold baseline "
+              f"{fresh.job_s / bare.job_s:.2f}; cold baseline / deltalake loop "
+              f"{bare.job_s / f['delta_rs_full_vacuum_loop_s']:.2f}"]
     return "\n".join(lines)
 
 
