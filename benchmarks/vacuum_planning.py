@@ -142,9 +142,9 @@ def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = N
     (batch, report), (baseline, bare), (looped, delta_rs) = best["plan"], best["baseline"], best["loop"]
     fresh: cold.ColdRun | None = best["cold"][1] if cold_runs else None
     fresh_bare: cold.ColdRun | None = best["cold_baseline"][1] if cold_runs else None
-    for name, run_ in (("cold run", fresh), ("cold bare Spark baseline", fresh_bare)):
-        if run_ is not None and run_.candidates != report.totals()["candidate_files"]:
-            raise SystemExit(f"the {name} found {run_.candidates} candidates, the plan "
+    for name, process in (("cold run", fresh), ("cold bare Spark baseline", fresh_bare)):
+        if process is not None and process.candidates != report.totals()["candidate_files"]:
+            raise SystemExit(f"the {name} found {process.candidates} candidates, the plan "
                              f"{report.totals()['candidate_files']}")
     if bare != report.totals()["candidate_files"]:
         raise SystemExit(f"the bare Spark baseline found {bare} candidates, the plan "
