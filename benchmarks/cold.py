@@ -33,7 +33,7 @@ assert LOG_FORMAT.startswith("%(asctime)s "), "the log lines this module reads s
 class ColdRun:
     session_s: float  # launch to the first log line after the session started
     job_s: float  # that line to the end of the process
-    steps_s: dict[str, float]
+    steps_s: dict[str, float]  # each logged step (STEPS), none for the bare program
     candidates: int
     jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
 
@@ -56,11 +56,10 @@ def run_cli(inventory: str, shuffle_partitions: int) -> ColdRun:
 
 def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partitions: int) -> ColdRun:
     """The least Spark program (benchmarks.bare_spark) in a cold process of its own: the floor
-    under ``run_cli`` that any Spark job pays, timed the same way (one step)."""
+    under ``run_cli`` that any Spark job pays, timed the same way (it logs no steps)."""
     fresh = _fresh(["benchmarks.bare_spark", "--inventory", inventory, "--cutoff-ms", str(cutoff_ms), *roots],
                    shuffle_partitions)
-    return ColdRun(fresh.session_s, fresh.job_s, {"the whole program": fresh.job_s}, int(fresh.stdout.split()[-1]),
-                   fresh.archive)
+    return ColdRun(fresh.session_s, fresh.job_s, {}, int(fresh.stdout.split()[-1]), fresh.archive)
 
 
 @dataclass(frozen=True)

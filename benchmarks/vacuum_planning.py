@@ -208,7 +208,7 @@ def cold_lines(f: dict) -> str:
               f"{f['s3_model_delta_rs_loop_s'] / f['s3_model_cold_s']:.2f}"]
     bare: cold.ColdRun = f["cold_baseline"]
     lines += [f"the bare Spark baseline in a fresh process the same way, session start {bare.session_s:.1f} s, then",
-              f"  {'the whole program':<38} {bare.job_s:7.1f} s  cold job / cold baseline "
+              f"  {'job (after the session)':<38} {bare.job_s:7.1f} s  cold job / cold baseline "
               f"{fresh.job_s / bare.job_s:.2f}; cold baseline / deltalake loop "
               f"{bare.job_s / f['delta_rs_full_vacuum_loop_s']:.2f}"]
     return "\n".join(lines)
