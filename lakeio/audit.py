@@ -102,6 +102,12 @@ class RunTable:
     retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
     log_sha256: str | None = None  # of the table's commit file at ``version``
 
+    def __post_init__(self) -> None:
+        # A whole number of hours (``retain_hours=0``, ``retain_hours: 336`` in a tables file) goes into a
+        # double column: Spark refuses a Python int there, after the deletes it would record.
+        if self.retention_hours is not None:
+            object.__setattr__(self, "retention_hours", float(self.retention_hours))
+
 
 def check_audit_table(spark: SparkSession, audit_table: str) -> None:
     """Raise delta_write.IncompatibleTable unless ``audit_table`` can take a run's rows (empty, or

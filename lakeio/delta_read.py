@@ -57,6 +57,8 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
     if use_delta_jars:
+        if not _is_delta_table(spark, uris.to_uri(table_uri)):  # Spark's own error would be a bare PATH_NOT_FOUND
+            raise TableNotFound(f"{table_uri}: no Delta table there")
         df = spark.read.format("delta").load(uris.to_uri(table_uri))
         for column, allowed in wanted.items():
             df = df.where(F.col(column).isin(list(allowed)))
@@ -83,6 +85,13 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     if not frames:
         return spark.createDataFrame([], schema)
     return reduce(DataFrame.unionByName, frames)
+
+
+def _is_delta_table(spark: SparkSession, table_uri: str) -> bool:
+    """Delta's own answer (its jars are loaded): a log with a commit or checkpoint at the URI."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table_uri))
 
 
 def _open(table_uri: str):

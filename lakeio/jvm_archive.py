@@ -29,13 +29,17 @@ from pyspark import SparkContext
 SETTING = "LAKE_JVM_ARCHIVE"  # "off", or unset
 
 
+def cache_dir() -> Path:
+    """The project's folder in the user's cache (outside any work tree): JVM archives, fetched jars."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lake-housekeeping"
+
+
 def path() -> Path:
     """Where the archive of this Java and this PySpark lives (in the user's cache folder)."""
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java"
     identity = f"{os.path.realpath(java)}|{os.path.dirname(pyspark.__file__)}|{pyspark.__version__}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lake-housekeeping"
-    return cache / f"spark-{pyspark.__version__}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}.jsa"
+    return cache_dir() / f"spark-{pyspark.__version__}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}.jsa"
 
 
 def submit_args(launch_args: str) -> str | None:

@@ -9,8 +9,11 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The JVM side of the jars run (make test-jars): the --jars list python -m infra.jvm_jars printed, or
+# empty when it could not fetch them; unset in the jars-free run.
+JARS = os.environ.get("LAKE_TEST_JARS")
 # The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else ''}--driver-memory 2g pyspark-shell")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
@@ -26,11 +29,24 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+# What each marker of the jars run needs on the classpath, by the jar's name.
+_NEEDS = {"delta_jars": ("delta-spark", "Delta's Spark jars"), "s3a": ("hadoop-aws", "hadoop-aws (Spark's S3 connector)")}
+
+
 def pytest_collection_modifyitems(items):
-    """``s3`` follows from the fixture a test uses, so the marker cannot drift."""
+    """``s3`` follows from the fixture a test uses, so the marker cannot drift. A test that needs jars
+    this run's classpath lacks is skipped saying why; in CI a jars run whose fetch failed is an error."""
+    if JARS == "" and os.environ.get("CI") and any(item.get_closest_marker(m) for item in items for m in _NEEDS):
+        raise pytest.UsageError("the jars run has no jars: python -m infra.jvm_jars failed (its line is above)")
     for item in items:
         if "s3_endpoint" in item.fixturenames:
             item.add_marker(pytest.mark.s3)
+        for marker, (jar, what) in _NEEDS.items():
+            if item.get_closest_marker(marker) and f"/{jar}" not in (JARS or ""):
+                why = ("run by `make test-jars`" if JARS is None else
+                       "python -m infra.jvm_jars failed (above)" if not JARS else
+                       "python -m infra.jvm_jars knows no release for this PySpark line")
+                item.add_marker(pytest.mark.skip(reason=f"{what} not on the classpath: {why}"))
 
 
 @pytest.fixture(scope="session")

@@ -157,7 +157,7 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
                 catalog += _summarized(spark, [segment])
             except Exception as exc:
                 failures[segment.root] = f"cannot read a log file: {first_line(exc)}"
-    failures.update(_read_problems(catalog))
+    failures.update(_read_problems(spark, catalog))
     catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if s.root not in failures]
     commits = kept[0] if kept else None
@@ -180,7 +180,7 @@ class _LogFile:
     uri: str
     table_root: TableRoot
     version: int
-    needs_rows: bool  # checkpoint parts and sidecars always hold actions: none read means it was skipped
+    needs_rows: bool  # checkpoint parts and sidecars: none read means skipped, unless a Parquet footer says none
     is_json: bool
     spelling: str | None = None  # Spark's own ``_metadata.file_path`` for it
     rows: int = 0
@@ -291,14 +291,24 @@ def _summarize(spark: SparkSession, log_files: list[_LogFile], kept: list[DataFr
     return log_files
 
 
-def _read_problems(catalog: list[_LogFile]) -> dict[TableRoot, str]:
-    """Malformed JSON lines, and checkpoint parts or sidecars that yielded no action (skipped,
-    whatever the reason), by table."""
+def _read_problems(spark: SparkSession, catalog: list[_LogFile]) -> dict[TableRoot, str]:
+    """Malformed JSON lines, and checkpoint parts or sidecars that yielded no action, by table.
+
+    Spark passes over an empty (zero-byte) file without a word, so a part that yielded nothing was
+    skipped unless it is a Parquet file of some bytes: the exact read parsed its footer, which says
+    it holds no rows. Delta writes such parts (a multi-part checkpoint with more parts than actions
+    to spread)."""
     problems: dict[TableRoot, str] = {}
+    storage = None
     for log_file in catalog:
         if log_file.corrupt:
             problems.setdefault(log_file.table_root, f"malformed JSON line in {log_file.uri}")
         elif log_file.spelling is None and log_file.needs_rows:
+            if not log_file.is_json:
+                storage = storage or Storage(spark)
+                status = storage.status(log_file.uri)
+                if status is not None and status.size > 0:
+                    continue
             problems.setdefault(log_file.table_root, f"{log_file.uri}: no actions read from this checkpoint file")
     return problems
 
