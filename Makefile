@@ -1,6 +1,10 @@
 # The two set-up commands: `make demo` and `make test`. Each builds .venv on first use.
-# `make test-lowest` runs the tests again at the oldest Spark line and lowest pyarrow the
-# pins allow (.ci/lowest.txt), in .venv-lowest; CI runs both.
+# `make test` runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
+# or Spark's S3 connector (markers delta_jars, s3a), in a Spark session started with the jars that
+# `python -m infra.jvm_jars` fetches with Maven into ~/.cache/lake-housekeeping (skipped, saying why,
+# when it cannot). `make test-lowest` runs both at the oldest Spark line and lowest pyarrow the pins
+# allow (.ci/lowest.txt), in .venv-lowest; CI runs both, and the jars tests once more on Spark 4.2
+# (.ci/spark42.txt), the newest line a Delta release is built for.
 # `make package` writes dist/ for spark-submit (see infra/package.py).
 # `make bench BENCH_ARGS=--large` adds the 10M-object lakes to the benchmarks.
 PYTHON ?= python3
@@ -9,7 +13,7 @@ PIP_CONSTRAINTS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-lowest lint bench package clean
+.PHONY: demo test test-jars test-lowest lint bench package clean
 
 $(STAMP): pyproject.toml $(PIP_CONSTRAINTS)
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -22,7 +26,11 @@ demo: $(STAMP)
 	$(PY) -m demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not delta_jars and not s3a"
+	$(MAKE) test-jars
+
+test-jars: $(STAMP)
+	@jars=$$($(PY) -m infra.jvm_jars) || jars=; LAKE_TEST_JARS="$$jars" $(PY) -m pytest -q -m "delta_jars or s3a"
 
 test-lowest:
 	$(MAKE) test VENV=.venv-lowest PIP_CONSTRAINTS=.ci/lowest.txt
@@ -38,4 +46,4 @@ package: $(STAMP)
 	$(PY) -m infra.package --out dist
 
 clean:
-	rm -rf $(VENV) .venv-lowest demo-output bench-output dist .pytest_cache
+	rm -rf $(VENV) .venv-lowest .venv-spark42 demo-output bench-output dist .pytest_cache

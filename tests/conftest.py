@@ -60,18 +60,34 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """A real HTTP S3 endpoint (moto's server) on the loopback interface."""
-    import logging
+    """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own.
+
+    Not a thread of the test process: deltalake's calls into Rust hold the test process's GIL, so a
+    server thread beside them cannot answer and every S3 request of theirs times out."""
     import socket
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    import subprocess
+    import sys
+    import time
+    import urllib.request
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"moto's server exited with status {server.returncode}") from None
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("moto's server did not answer within 30 s")
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -1,0 +1,144 @@
+"""The daily cycle over the S3 API, as on AWS: moto's server is the endpoint for everything.
+
+No folder stands in for a bucket. Spark reads the inventory delivery and the Delta logs through
+hadoop-aws (``s3a://``; ``s3://`` mapped to the same connector, as on a cluster outside EMR); the lake
+table is written by delta-spark where its jars are loaded (by deltalake on a line without them);
+the inventory and audit tables live in a bucket; the vacuum deletes with ``DeleteObjects`` on a
+versioned bucket, restore takes its delete markers away, purge erases the hidden versions; the
+chargeback and the erasure evidence read the same tables. Credentials come from the environment
+(``AWS_ACCESS_KEY_ID``, set before Spark starts), the endpoint from Spark's ``fs.s3a.endpoint`` for
+Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import InventoryObject, write_delivery
+from lake_reports.charges import chargeback
+from lake_reports.erasure_evidence import erasure
+from lakeio.spark import delta_jars_present
+from tests.lakes import now_ms, vacuum
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.undo import purge, restore
+
+pytestmark = [pytest.mark.s3a, pytest.mark.slow]
+
+
+@pytest.fixture
+def s3(spark, s3_endpoint, monkeypatch):
+    """Spark's S3 connector and the Python clients pointed at moto's server; a boto3 client."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true",
+                       "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
+                       "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}.items():
+        conf.set(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    return S3BatchDeleter.make_client(s3_endpoint)
+
+
+def _objects(client, bucket: str, aged_days: float) -> list[InventoryObject]:
+    """An all-versions inventory of the bucket, every object's last-modified moved back ``aged_days``."""
+    found = client.list_object_versions(Bucket=bucket)
+    back = int(aged_days * 24 * 3600 * 1000)
+    ms = lambda v: int(v["LastModified"].timestamp() * 1000) - back  # noqa: E731
+    return ([InventoryObject(v["Key"], v["Size"], ms(v), e_tag=v["ETag"].strip('"'), version_id=v["VersionId"],
+                             is_latest=v["IsLatest"]) for v in found.get("Versions", [])]
+            + [InventoryObject(m["Key"], None, ms(m), version_id=m["VersionId"], is_latest=m["IsLatest"],
+                               is_delete_marker=True, storage_class=None) for m in found.get("DeleteMarkers", [])])
+
+
+def _deliver(client, local: Path, source: str, destination: str, objects: list[InventoryObject], when: datetime) -> str:
+    """Write a delivery as S3 Inventory lays it out in ``destination``; the s3a:// URI of its manifest."""
+    manifest = write_delivery(str(local), source, "all-versions", objects, when, versioned=True,
+                              destination_bucket=destination)
+    for path in local.rglob("*"):
+        if path.is_file():
+            client.upload_file(str(path), destination, f"inventory/{path.relative_to(local)}")
+    return f"s3a://{destination}/inventory/{Path(manifest).relative_to(local)}"
+
+
+def _write_lake_table(spark, table: str) -> None:
+    """Three commits, the last replacing the rows: the first two commits' files are tombstones."""
+    if delta_jars_present():
+        for start in (0, 100):
+            spark.range(start, start + 100).write.format("delta").mode("append").save(table)
+        spark.range(5).write.format("delta").mode("overwrite").save(table)
+        return
+    s3_table = "s3" + table.removeprefix("s3a")
+    for start in (0, 100):
+        write_deltalake(s3_table, pa.table({"id": list(range(start, start + 100))}), mode="append")
+    write_deltalake(s3_table, pa.table({"id": list(range(5))}), mode="overwrite")
+
+
+def _rows(spark, table: str) -> int:
+    if delta_jars_present():
+        return spark.read.format("delta").load(table).count()
+    return DeltaTable("s3" + table.removeprefix("s3a")).to_pyarrow_table().num_rows
+
+
+def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
+    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
+    for bucket in (lake, housekeeping):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
+    table = f"s3a://{lake}/warehouse/orders"
+    _write_lake_table(spark, table)
+    s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")
+    rows = _rows(spark, table)
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    settings = DeleteSettings(endpoint_url=s3_endpoint)
+
+    # Job 1: the delivery read through s3a://, the inventory table written to the bucket.
+    now = datetime.now(timezone.utc)
+    manifest = _deliver(s3, tmp_path / "dest", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(hours=1))
+    ingested = IngestInventory(spark, inventory, {}).execute([manifest])
+    assert not ingested.refused, ingested.refused
+    assert ingested.ingested
+    commit = DeltaTable("s3" + inventory.removeprefix("s3a")).history(1)[0]
+    assert ("Delta-Lake" in commit.get("engineInfo", "")) == delta_jars_present(), commit  # Delta's own writer with its jars
+
+    # Job 2: the plan from the inventory and the log read through s3a://, deletes with DeleteObjects.
+    live = {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker}
+    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+                 delete=settings, now_ms=now_ms() + 5000)
+    assert [(t.status, t.reason) for t in run.tables] == [("vacuumed", None)]
+    after = {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker}
+    deleted = live - after
+    assert "warehouse/orders/stale-orphan.parquet" in deleted
+    assert len(deleted) == run.totals()["deleted_files"] >= 3  # the orphan and the two replaced commits' files
+    assert not any("_delta_log" in key for key in deleted)
+    assert _rows(spark, table) == rows
+
+    # Restore takes the run's delete markers away; a second vacuum deletes again; purge erases the versions.
+    restored = restore(spark, audit, run.run_id, dry_run=False, delete=settings)
+    assert restored.ok and {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker} == live
+    again = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+                   delete=settings, now_ms=now_ms() + 5000)
+    assert again.totals()["deleted_files"] == len(deleted)
+    purged = purge(spark, audit, 0, dry_run=False, delete=settings, now_ms=now_ms() + 60_000)
+    assert purged.ok, purged.problems
+    versions = s3.list_object_versions(Bucket=lake, Prefix="warehouse/orders/stale-orphan.parquet")
+    assert not versions.get("Versions"), "purge erased every version of the orphan"
+    assert _rows(spark, table) == rows
+
+    # The reports read the same tables on S3: a new delivery after the purge, then the chargeback and erasure.
+    later = _deliver(s3, tmp_path / "dest2", lake, housekeeping, _objects(s3, lake, 0), datetime.now(timezone.utc))
+    assert not IngestInventory(spark, inventory, {}).execute([later]).refused
+    charges = chargeback(spark, inventory)
+    assert not charges.unreadable
+    orders = next(t for t in charges.tables() if t.table and t.table.endswith("/warehouse/orders"))
+    assert orders.bytes > 0
+    evidence = erasure(spark, audit, inventory, paths=[f"s3://{lake}/warehouse/orders/stale-orphan.parquet"])
+    assert not evidence.refused, evidence.refused
+    assert [a.status for a in evidence.answers] == ["erased"], evidence.answers
+    assert os.environ["AWS_ENDPOINT_URL"] == s3_endpoint  # nothing above needed a path mapped to a folder
