@@ -189,9 +189,10 @@ def _canonical(path: str) -> str:
 def _delta_candidates(spark, table: Path, inventory: str | None = None) -> set[str]:
     using = ""
     if inventory is not None:
-        # Delta keeps the inventory rows that start with the table's qualified path, spelled file:/x locally.
+        # README's form: Delta keeps the rows that start with the table's qualified path, spelled file:/x locally.
         using = (f"USING INVENTORY (SELECT regexp_replace(path, '^file:///', 'file:/') AS path, length, isDir, "
-                 f"modificationTime FROM delta.`{inventory}`) ")
+                 f"modificationTime FROM delta.`{inventory}` WHERE coalesce(is_latest, true) "
+                 "AND NOT coalesce(is_delete_marker, false)) ")
     return {_canonical(r.path) for r in spark.sql(f"VACUUM delta.`{table}` {using}RETAIN 0 HOURS DRY RUN").collect()}
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -362,3 +363,32 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
         with pytest.raises(SystemExit) as usage:
             main(bad)
         assert usage.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_an_empty_part_of_a_multi_part_checkpoint_is_read_and_a_zero_byte_part_refuses(spark, tmp_path):
+    """Delta writes multi-part checkpoints with more parts than actions (an empty Parquet part); Spark
+    passes over a zero-byte file without a word, so only that one says a part went unread."""
+    bucket = tmp_path / "lake"
+    tables = {}
+    for name in ("empty_part", "zero_bytes"):
+        path = bucket / name
+        write_deltalake(str(path), pa.table({"id": [1, 2]}))
+        write_deltalake(str(path), pa.table({"id": [3]}), mode="append")
+        DeltaTable(str(path)).create_checkpoint()
+        log = path / "_delta_log"
+        single = log / f"{1:020d}.checkpoint.parquet"
+        actions = pq.read_table(single)
+        pq.write_table(actions, log / f"{1:020d}.checkpoint.0000000001.0000000002.parquet")
+        second = log / f"{1:020d}.checkpoint.0000000002.0000000002.parquet"
+        if name == "empty_part":
+            pq.write_table(actions.slice(0, 0), second)
+        else:
+            second.write_bytes(b"")
+        single.unlink()
+        (log / "_last_checkpoint").write_text(json.dumps({"version": 1, "size": actions.num_rows, "parts": 2}))
+        tables[name] = path
+    inventory = inventory_of(spark, bucket, tmp_path)
+    report = by_table(vacuum(spark, inventory, list(tables.values()), min_coverage=0.0))
+    assert report["empty_part"].status == "dry_run", report["empty_part"].reason
+    assert report["empty_part"].counts.live_files == 2
+    assert report["zero_bytes"].status == "refused" and "no actions read" in report["zero_bytes"].reason
