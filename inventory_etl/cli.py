@@ -17,7 +17,7 @@ from inventory_etl.ingestion import HELD, IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, iso_date, setup_logging, write_text
+from lakeio.cli import add_common_arguments, iso_date, one_line_errors, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line, human_bytes
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

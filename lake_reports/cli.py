@@ -20,7 +20,7 @@ from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureE
 from lake_reports.prices import PriceError, load_prices
 from lakeio.audit import verify_chain
 from lakeio.catalog import CatalogError, resolve
-from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, report_out, setup_logging
+from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, one_line_errors, report_out, setup_logging
 from lakeio.delta_read import TableNotFound
 from lakeio.spark import get_spark
 
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

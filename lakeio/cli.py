@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from datetime import date
 
 import pyspark
 from pyspark.sql import SparkSession
 
 from lakeio import __version__, uris
+from lakeio.delta_write import DeltaStorageError
 from lakeio.spark import PROJECT_PACKAGES
 from lakeio.storage import Storage
 
@@ -85,3 +88,18 @@ def as_flag(exc: ValueError, prefix: str = "--") -> str:
     """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
     name, _, rest = str(exc).partition(" ")
     return f"{prefix}{name.replace('_', '-')} {rest}"
+
+
+def one_line_errors(main: Callable[..., int]) -> Callable[..., int]:
+    """An entry point whose store cannot be reached by deltalake says so in one line, exit status 1,
+    where a chain of nested causes would end the run (every other refusal is the job's own)."""
+
+    @functools.wraps(main)
+    def guarded(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except DeltaStorageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+    return guarded

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lakeio import uris
-from lakeio.delta_write import deltalake_uri
+from lakeio.delta_write import open_table
 from lakeio.spark import delta_jars_present
 
 
@@ -95,13 +95,10 @@ def _is_delta_table(spark: SparkSession, table_uri: str) -> bool:
 
 
 def _open(table_uri: str):
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(deltalake_uri(uris.to_uri(table_uri)))
-    except TableNotFoundError:
-        raise TableNotFound(f"{table_uri}: no Delta table there") from None
+    table = open_table(uris.to_uri(table_uri))
+    if table is None:
+        raise TableNotFound(f"{table_uri}: no Delta table there")
+    return table
 
 
 def _spark_schema(table):

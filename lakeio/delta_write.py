@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 from lakeio import uris
 from lakeio.spark import delta_jars_present, session_setting
 from lakeio.storage import Storage
+from lakeio.text import shorten_end, storage_advice
 
 WriteMode = Literal["append", "replace_partitions"]
 
@@ -145,7 +146,7 @@ def write_delta(
 def held_claims(table_uri: str, partition_by: Sequence[str], keys: Sequence[PartitionKey]) -> dict[PartitionKey, Claim]:
     """The claims the table holds now on these partitions; one written without a claim (or not at
     all) is absent. From the log alone."""
-    table = _open_table(uris.to_uri(table_uri))
+    table = open_table(uris.to_uri(table_uri))
     return _held(table, partition_by, keys) if table is not None else {}
 
 
@@ -185,12 +186,10 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
                   evolve: bool) -> tuple[str, ...]:
     """Refuse a target that is not empty and not a compatible Delta table; with ``evolve``, add the
     columns an older table of ours lacks (explicitly, in their own commit) and name them."""
-    from deltalake import DeltaTable, Field
-    from deltalake.exceptions import TableNotFoundError
+    from deltalake import Field
 
-    try:
-        table = DeltaTable(deltalake_uri(table_uri))
-    except TableNotFoundError:
+    table = open_table(table_uri)
+    if table is None:
         storage = Storage(spark)
         crashed = _crashed_first_commit(storage, table_uri)
         leftovers = [f for f in storage.list(table_uri)
@@ -249,7 +248,7 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, c
     attempt = 0
     while True:  # against the table as it is now, until a commit goes in (or too many conflicts)
         attempt += 1
-        table = _open_table(table_uri)
+        table = open_table(table_uri)
         held = _held(table, partition_by, list(claims)) if table is not None and claims else {}
         outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
         writing = [p for p in partitions if _key(partition_by, p) not in outranked]
@@ -298,7 +297,14 @@ def _staged_adds(df, storage, table_uri, run, partition_by, partitions) -> dict[
     return staged
 
 
-def _open_table(table_uri: str):
+class DeltaStorageError(OSError):
+    """deltalake could not reach the table's store (credentials, endpoint, network): one line saying
+    what to do, where deltalake's own error is a chain of nested causes."""
+
+
+def open_table(table_uri: str):
+    """The table as deltalake reads it, None where there is none; :class:`DeltaStorageError` when its
+    store cannot be reached."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -306,6 +312,22 @@ def _open_table(table_uri: str):
         return DeltaTable(deltalake_uri(table_uri))
     except TableNotFoundError:
         return None
+    except OSError as exc:
+        raise DeltaStorageError(f"{table_uri}: {deltalake_advice(exc)}") from None
+
+
+def deltalake_advice(exc: BaseException) -> str:
+    """deltalake's error as one line: its innermost cause, after what to do where we know it."""
+    causes = [line.strip().lstrip("↳").strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
+    causes = [c for c in causes if c]
+    text = " -> ".join(causes[:1] + causes[-1:]) if len(causes) > 1 else (causes[0] if causes else type(exc).__name__)
+    advice = storage_advice(str(exc))
+    if advice is None and re.search(r"loading credentials|IMDS|error sending request|operation timed out|"
+                                    r"dispatch failure|No such host|Connection refused", str(exc), re.I):
+        advice = ("deltalake cannot reach the store: give it credentials the usual way (AWS_ACCESS_KEY_ID and "
+                  "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance profile), AWS_REGION, and for another endpoint "
+                  "AWS_ENDPOINT_URL (with AWS_ALLOW_HTTP=true for http://)")
+    return f"{advice} [{shorten_end(text, 200)}]" if advice else shorten_end(text, 300)
 
 
 def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
@@ -329,7 +351,7 @@ def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
     except CommitFailedError as exc:  # a concurrent commit on what this one claims or removes
         raise _Conflict(str(exc)) from exc
     except DeltaError as exc:
-        if table is None and _open_table(table_uri) is not None:  # another writer created the table first
+        if table is None and open_table(table_uri) is not None:  # another writer created the table first
             raise _Conflict(str(exc)) from exc
         raise
 

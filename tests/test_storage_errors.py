@@ -71,3 +71,46 @@ def test_common_storage_failures_lead_with_what_to_do(case):
     line = first_line(wrapped)
     assert line.startswith(advice) and "\n" not in line and line.endswith("]"), line
     assert storage_advice("java.io.FileNotFoundException: s3a://lake/t/part-1.parquet") is None
+
+
+_DENYING_SERVER = """
+import http.server, sys
+class Deny(http.server.BaseHTTPRequestHandler):
+    def _deny(self):
+        body = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_HEAD = do_PUT = do_POST = _deny
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Deny)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_store_deltalake_cannot_read_is_one_line_with_what_to_do(spark, monkeypatch, capsys):
+    """An ``s3://`` inventory table read by deltalake (before any Spark session) whose store denies
+    access: one line naming the table and what to do, exit 1, no chain of nested causes. The store is
+    a process of its own: deltalake holds the GIL, so a server thread of this process could not answer."""
+    import subprocess
+    import sys
+
+    server = subprocess.Popen([sys.executable, "-c", _DENYING_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+        from lake_reports.cli import main as reports_main
+
+        assert reports_main(["erasure", "--verify", "--audit-table", "s3://denied-bucket/audit"]) == 1
+    finally:
+        server.terminate()
+        server.wait()
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if not line.startswith(("20", "WARN"))]  # less the log's own lines
+    assert len(said) == 1 and said[0].startswith("error: s3://denied-bucket/audit: access denied: "), said
+    assert "Traceback" not in err and "↳" not in err

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, as_flag, iso_date, read_text, report_out, setup_logging
+from lakeio.cli import add_common_arguments, as_flag, iso_date, one_line_errors, read_text, report_out, setup_logging
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
@@ -122,6 +122,7 @@ def undo_main(command: str, argv: list[str]) -> int:
     return report_out(spark, report, args.report)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in UNDO_COMMANDS:
