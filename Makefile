@@ -1,6 +1,6 @@
 # The two set-up commands: `make demo` and `make test`. Each builds .venv on first use.
 # `make test` runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
-# or Spark's S3 connector (markers delta_jars, s3a), in a Spark session started with the jars that
+# or Spark's S3 connector (markers delta_jars, s3a; jars_too runs a test both ways), in a Spark session started with the jars that
 # `python -m infra.jvm_jars` fetches with Maven into ~/.cache/lake-housekeeping (skipped, saying why,
 # when it cannot). `make test-lowest` runs both at the oldest Spark line and lowest pyarrow the pins
 # allow (.ci/lowest.txt), in .venv-lowest; CI runs both, and the jars tests once more on Spark 4.2
@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(MAKE) test-jars
 
 test-jars: $(STAMP)
-	@jars=$$($(PY) -m infra.jvm_jars) || jars=; LAKE_TEST_JARS="$$jars" $(PY) -m pytest -q -m "delta_jars or s3a"
+	@jars=$$($(PY) -m infra.jvm_jars) || jars=; LAKE_TEST_JARS="$$jars" $(PY) -m pytest -q -m "delta_jars or s3a or jars_too"
 
 test-lowest:
 	$(MAKE) test VENV=.venv-lowest PIP_CONSTRAINTS=.ci/lowest.txt

@@ -246,13 +246,14 @@ class IngestInventory:
         for m in manifests:
             key = _partition_key(m)
             held = claims.get(key)
-            if held is not None and held.identity == _claim(m).identity:
-                self._skip(result, m, HELD)
+            holds = by_manifest.get(key)
+            if (held.identity == _claim(m).identity if held is not None
+                    else holds is not None and uris.canonical(holds) == uris.canonical(m.uri)):
+                self._skip(result, m, HELD)  # unclaimed: written by Delta's own writer, or before claims existed
                 continue
             if held is not None:
                 newer = not self.allow_older and held.rank > _claim(m).rank
             else:
-                holds = by_manifest.get(key)
                 newer = holds is not None and _delivery_folder(holds) > m.delivery_folder and all(
                     DELIVERY_FOLDER.match(f) for f in (_delivery_folder(holds), m.delivery_folder))
             if newer:

@@ -31,6 +31,7 @@ def rows_of(table) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.jars_too
 def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_path):
     daily = deliver(tmp_path / "dest", "src", config="daily", objects=AWKWARD_OBJECTS)
     weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:3])
@@ -49,6 +50,7 @@ def test_two_configurations_of_a_bucket_are_replaced_each_on_its_own(spark, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.jars_too
 def test_keep_days_keeps_the_newest_dates_of_each_bucket_and_configuration(spark, tmp_path):
     days = {d: datetime(2026, 11, d, 9, 0, tzinfo=timezone.utc) for d in (1, 2, 5, 6, 7)}
     manifests = {d: deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=w) for d, w in days.items()}
@@ -76,6 +78,7 @@ def test_keep_days_keeps_the_newest_dates_of_each_bucket_and_configuration(spark
 
 
 @pytest.mark.slow
+@pytest.mark.jars_too
 def test_the_newest_delivery_of_a_partition_wins_and_an_older_one_is_refused(spark, tmp_path):
     early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS)
     late = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=LATER)
