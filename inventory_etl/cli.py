@@ -11,7 +11,7 @@ import re
 import sys
 import time
 
-from inventory_etl.contract import held_partitions
+from inventory_etl.contract import PARTITION_COLUMNS, held_partitions
 from inventory_etl.discovery import LOOKBACK_DAYS, discover
 from inventory_etl.ingestion import HELD, IngestInventory, IngestResult
 from inventory_etl.migrate import migrate
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m inventory_etl",
         description="Ingest S3 Inventory deliveries (manifest.json + Parquet, ORC or CSV reports) into one "
-                    "Delta table partitioned by inventory_date and bucket. Every URI may be a local path, "
+                    f"Delta table partitioned by {', '.join(PARTITION_COLUMNS)}. Every URI may be a local path, "
                     "a file:// URI or any scheme the cluster can read (s3://, s3a://, ...).",
     )
     parser.add_argument("--inventory-table", required=True, metavar="URI",
@@ -147,12 +147,15 @@ def render_summary(result: IngestResult) -> str:
         where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
         if d.status == "ingested":
             lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})" + (f"; {d.reason}" if d.reason else ""))
-        elif d.status == "skipped" and d.reason != HELD:  # a daily run skips the window's held days: counted only
-            lines.append(f"  skipped   {where}: {d.reason}")
+        elif d.status == "skipped":
+            if d.reason != HELD:  # a daily run skips the window's held days: counted only
+                lines.append(f"  skipped   {where}: {d.reason}")
         elif d.status == "superseded":
             lines.append(f"  superseded {where}: by the newer delivery {d.superseded_by}")
-        else:
+        elif d.status == "refused":
             lines.append(f"  REFUSED   {where}: {d.error}")
+        else:  # an outcome this summary does not know yet: its own word, never another's
+            lines.append(f"  {d.status:<9} {where}: {d.error or d.reason or ''}")
     lines += [f"  note      {n}" for n in result.notes]
     return "\n".join(lines)
 

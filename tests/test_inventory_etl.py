@@ -338,3 +338,15 @@ def test_cli_exit_codes_and_summary_json(spark, tmp_path, capsys):
     with pytest.raises(SystemExit) as bad_date:
         main(["--inventory-table", "x", "--inventory-root", "r", "--date", "yesterday"])
     assert bad_date.value.code == 2
+
+
+@pytest.mark.slow
+def test_a_held_delivery_is_counted_as_skipped_never_rendered_as_refused(spark, tmp_path, capsys):
+    manifest = deliver(tmp_path / "dest", "src")
+    table = str(tmp_path / "inv")
+    assert main(["--inventory-table", table, "--manifest", str(manifest)]) == 0
+    capsys.readouterr()
+    assert main(["--inventory-table", table, "--manifest", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert "0 ingested, 0 refused, 0 superseded, 1 skipped" in out
+    assert "REFUSED" not in out and "None" not in out

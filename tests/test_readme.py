@@ -162,3 +162,17 @@ def test_every_readme_spark_submit_command_parses():
             parsers[job]().parse_args(argv[script + 1:])
             seen.add(job)
     assert {"inventory_etl", "vacuum_jobs"} <= seen
+
+
+@pytest.mark.slow
+def test_make_demo_runs_and_the_readme_shows_its_steps_as_numbered(tmp_path):
+    """`make demo`'s program, run as a newcomer runs it (a fresh process, local Spark, local files),
+    succeeds; every step heading of README's abridged transcript is the demo's heading of that number."""
+    env = {**os.environ, "PYTHONPATH": str(README.parent)}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    done = subprocess.run([sys.executable, "-m", "demo"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = dict(re.findall(r"^=== (\d+)\. (.*)$", done.stdout, re.M))
+    shown = re.findall(r"^=== (\d+)\. (.*)$", README.read_text(), re.M)
+    assert shown and all(printed.get(number) == text for number, text in shown), (shown, printed)

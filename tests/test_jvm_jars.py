@@ -1,0 +1,43 @@
+"""infra.jvm_jars: the pins for the installed PySpark, and a fetch that fails in one line, leaving nothing behind."""
+
+from __future__ import annotations
+
+import pyspark
+import pytest
+
+from infra import jvm_jars
+from infra.jvm_jars import JarsUnavailable, JvmSide
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_pins_follow_the_installed_pyspark():
+    side = jvm_jars.for_installed_pyspark()
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    assert side.spark_line == line and side.delta == jvm_jars.DELTA_FOR_SPARK.get(line)
+    hadoop = side.hadoop_aws.rsplit(":", 1)[1]
+    assert (jvm_jars.spark_jars_dir() / f"hadoop-client-api-{hadoop}.jar").is_file()  # the client PySpark ships
+    scala = "2.12" if line == "3.5" else "2.13"
+    assert all(a.split(":")[1].endswith(f"_{scala}") for a in side.artifacts if a.startswith("io.delta:"))
+
+
+def test_without_maven_the_fetch_says_so_in_one_line(empty_cache, tmp_path, monkeypatch, capsys):
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert jvm_jars.main([]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("infra.jvm_jars: Maven (mvn) is not installed"), err
+    assert not (empty_cache / "lake-housekeeping" / "jars").exists()
+
+
+@pytest.mark.slow
+def test_an_artifact_maven_cannot_fetch_is_named_and_leaves_no_folder(empty_cache):
+    side = JvmSide("9.9", "io.delta:delta-spark_no-such-line_2.13:0.0.1", "org.apache.hadoop:hadoop-aws:0.0.1")
+    with pytest.raises(JarsUnavailable, match="Maven could not fetch io.delta:delta-spark_no-such-line_2.13:0.0.1"):
+        jvm_jars.jars(side)
+    assert not side.folder.exists()
+    assert [p.name for p in side.folder.parent.iterdir()] == []  # no staging folder left either
