@@ -216,8 +216,8 @@ def test_readme_sql_runs_on_spark(spark, lake):
     """The README's chargeback SQL, run as documented against the inventory table."""
     from lakeio.delta_read import read_delta
 
-    readme = README.read_text()
-    queries = re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
+    section = README.read_text().split("### SQL over the inventory table", 1)[1].split("\n## ", 1)[0]
+    queries = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
     assert len(queries) == 3
     read_delta(spark, lake["inventory"]).createOrReplaceTempView("inventory")
     per_class, per_prefix, growth = (spark.sql(q).collect() for q in queries)
