@@ -101,6 +101,7 @@ class RunTable:
     version: int | None = None  # the table version planned from
     retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
     log_sha256: str | None = None  # of the table's commit file at ``version``
+    source_run_id: str | None = None  # the vacuum run a restore or purge acted on here (default: the append's)
 
     def __post_init__(self) -> None:
         # A whole number of hours (``retain_hours=0``, ``retain_hours: 336`` in a tables file) goes into a
@@ -118,25 +119,30 @@ def check_audit_table(spark: SparkSession, audit_table: str) -> None:
 def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: int, tables: Sequence[RunTable],
                outcomes: DataFrame | None, inventory_date: date | None = None,
                source_run_id: str | None = None) -> None:
-    """Append one run: a row per table (``path`` null) and a row per file of ``outcomes``
-    (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``: the vacuum
-    run a restore or purge acts on. The rows are chained after the table's head (lakeio.audit_chain):
+    """Append one run, in one chained append: a row per table (``path`` null) and a row per file of
+    ``outcomes`` (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``:
+    the vacuum run a restore or purge acts on, unless a table (``RunTable.source_run_id``) or an
+    outcome (a ``source_run_id`` column) names its own: one purge catching up on several vacuum runs
+    is still one run of the chain. The rows are chained after the table's head (lakeio.audit_chain):
     two runs appending at once fork the chain, which verifying reports."""
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
-          t.retention_hours, started.date(), None, None, None, source_run_id, t.log_sha256) for t in tables],
+          t.retention_hours, started.date(), None, None, None, t.source_run_id or source_run_id, t.log_sha256)
+         for t in tables],
         _UNCHAINED)
     if outcomes is not None:
         OUTCOMES.check(outcomes)
-        facts = spark.createDataFrame([(t.table_root, t.version, t.retention_hours) for t in tables],
+        sources = F.col("source_run_id") if "source_run_id" in outcomes.columns else F.lit(source_run_id)
+        per_table = {t.table_root: (t.version, t.retention_hours) for t in tables}  # once per table, whatever the sources
+        facts = spark.createDataFrame([(root, *fact) for root, fact in per_table.items()],
                                       "table_root string, table_version long, retention_hours double")
         rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
             F.lit(run_id).alias("run_id"), "table_root", "table_version", "path", "length",
             "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
             F.lit(inventory_date).cast("date").alias("inventory_date"), "retention_hours",
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
-            F.lit(source_run_id).cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
+            sources.cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
         ))
     chained = audit_chain.chain_run(rows, head(spark, audit_table))
     write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": started.date().isoformat()}], mode="append")

@@ -174,6 +174,11 @@ def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3_endpoin
     assert preview.tables == {kept: {"would_purge": 1, "not_purged": 1}, rewritten: {"would_purge": 1}}
     purged = undo(dry_run=False, now_ms=later).purge(7)
     assert purged.tables == {kept: {"purged": 1, "not_purged": 1}, rewritten: {"purged": 1}} and not purged.ok
+    # One purge run caught up on two vacuum runs (vacuum-1 and vacuum-2): one run of the chain, which verifies.
+    purge_rows = read_audit(spark, audit).where(F.col("run_id") == purged.run_id).collect()
+    assert {r["source_run_id"] for r in purge_rows} == {"vacuum-1", "vacuum-2"}
+    assert sorted(r["seq"] for r in purge_rows) == list(range(len(purge_rows)))
+    assert verify_chain(spark, audit).ok, verify_chain(spark, audit).summary()
     assert purged.problems == [f"{by_hand}: version {hidden_old[by_hand]['version_id']} is current again "
                                "(restored outside this tool): not erased"]
     now_listed = {(o.key, o.version_id) for o in _listing(client, bucket)}

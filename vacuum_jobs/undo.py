@@ -198,18 +198,17 @@ class Undo:
 
     def _record(self, report: UndoReport, outcomes: DataFrame, done: AuditAction, now_ms: int,
                 undo_window_days: float | None) -> None:
-        """One audit run per source vacuum run, so that every row names the run it acts on."""
+        """One audit run, however many vacuum runs it acts on: a table row per (source run, table), and
+        every row names the vacuum run it acts on."""
         table_action = AuditAction.TABLE_RESTORED if done is AuditAction.RESTORED else AuditAction.TABLE_PURGED
         window = None if undo_window_days is None else float(undo_window_days) * 24
-        for (source,) in outcomes.select("source_run_id").distinct().collect():
-            of_source = outcomes.where(F.col("source_run_id") == source)
-            counts: dict[str, list[str]] = {}
-            for row in of_source.groupBy("table_root", "action").count().collect():
-                counts.setdefault(row["table_root"], []).append(f"{row['count']:,} {row['action']}")
-            tables = [RunTable(root, table_action, ", ".join(sorted(parts)), None, window)
-                      for root, parts in sorted(counts.items())]
-            append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
-                       of_source.select(*OUTCOMES.columns), source_run_id=source)
+        counts: dict[tuple[str, str], list[str]] = {}
+        for row in outcomes.groupBy("source_run_id", "table_root", "action").count().collect():
+            counts.setdefault((row["source_run_id"], row["table_root"]), []).append(f"{row['count']:,} {row['action']}")
+        tables = [RunTable(root, table_action, ", ".join(sorted(parts)), None, window, source_run_id=source)
+                  for (source, root), parts in sorted(counts.items())]
+        append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
+                   outcomes.select(*OUTCOMES.columns, "source_run_id"))
 
 
 _UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
