@@ -50,14 +50,21 @@ def local_frame(spark: SparkSession, rows: Iterable[Sequence], schema: str | Str
 
     ``spark.createDataFrame`` of a Python list unpickles it in a Python worker, and starting one
     took 2-3 s of a cold run whose jobs otherwise run in the JVM alone. Here the rows travel as
-    one JSON literal on a one-row range and are parsed where the frame is used; a value that
-    does not fit its column (``schema``: a StructType, or DDL of string, int, long and boolean
-    columns) fails the job instead of turning null. No SQL text carries it: Delta 4's SQL parser
-    leaves a named parameter inside ``VALUES`` unbound."""
+    one JSON text in a one-row local relation the JVM builds, and are parsed where the frame is
+    used; a value that does not fit its column (``schema``: a StructType, or DDL of string, int,
+    long and boolean columns) fails the job instead of turning null. No SQL text carries it:
+    Delta 4's SQL parser leaves a named parameter inside ``VALUES`` unbound."""
     struct = _schema(schema) if isinstance(schema, str) else schema
     text = json.dumps([dict(zip(struct.fieldNames(), row, strict=True)) for row in rows])
-    return spark.range(1, numPartitions=1).select(
-        F.inline(F.from_json(F.lit(text), ArrayType(struct), {"mode": "FAILFAST"})))
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None, "a classic (JVM) Spark session is needed"
+    values = gateway.new_array(jvm.java.lang.Object, 1)
+    values[0] = text
+    one_row = jvm.java.util.ArrayList()
+    one_row.add(jvm.org.apache.spark.sql.RowFactory.create(values))
+    given = jvm.org.apache.spark.sql.types.DataType.fromJson(StructType([StructField("rows", StringType())]).json())
+    return DataFrame(spark._jsparkSession.createDataFrame(one_row, given), spark).select(
+        F.inline(F.from_json("rows", ArrayType(struct), {"mode": "FAILFAST"})))
 
 
 # Reconciled add/remove actions, one per (table, file, deletion vector): see deltalog.replay.
