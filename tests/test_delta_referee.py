@@ -50,19 +50,21 @@ def _insert(spark, table: str, start: int, count: int = 50, value: str = "'a'") 
     spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), {value} FROM range({start}, {start + count})")
 
 
-DV = {"delta.enableDeletionVectors": "true"}
+def _dv_table(spark, path: Path) -> str:
+    """200 rows in a table with deletion vectors on."""
+    t = _create(spark, path, props={"delta.enableDeletionVectors": "true"})
+    _insert(spark, t, 0, 200)
+    return t
 
 
 def deletion_vectors(spark, path):
-    t = _create(spark, path, props=DV)
-    _insert(spark, t, 0, 200)
+    t = _dv_table(spark, path)
     spark.sql(f"DELETE FROM {t} WHERE id % 3 = 0")
     spark.sql(f"DELETE FROM {t} WHERE id % 5 = 0")
 
 
 def merge_with_dvs(spark, path):
-    t = _create(spark, path, props=DV)
-    _insert(spark, t, 0, 200)
+    t = _dv_table(spark, path)
     spark.sql(f"MERGE INTO {t} AS t USING (SELECT CAST(id AS INT) AS id, 'm' AS v FROM range(150, 250)) AS s "
               "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
 
@@ -128,8 +130,7 @@ def change_data_feed(spark, path):
 
 
 def reorg_purge(spark, path):
-    t = _create(spark, path, props=DV)
-    _insert(spark, t, 0, 200)
+    t = _dv_table(spark, path)
     spark.sql(f"DELETE FROM {t} WHERE id % 2 = 0")
     spark.sql(f"REORG TABLE {t} APPLY (PURGE)")
 
