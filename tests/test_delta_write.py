@@ -55,11 +55,8 @@ def test_partition_values_that_need_escaping_are_refused():
         partition_folder(PARTS, {"day": "2026-01-01", "tag": "a/b"})
 
 
+@pytest.mark.delta_jars
 def test_with_delta_jars_spark_writes_delta_itself(spark, tmp_path):
-    from lakeio.spark import delta_jars_present
-
-    if not delta_jars_present():
-        pytest.skip("Delta's Spark jars are not on the classpath here (no Maven access); covered where they are")
     table = str(tmp_path / "t")
     result = write_delta(frame(spark, [(1, "a", date(2026, 1, 1), "x")]), table, PARTS,
                          [{"day": "2026-01-01", "tag": "x"}], mode="replace_partitions", use_delta_jars=True)

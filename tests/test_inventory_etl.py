@@ -281,6 +281,7 @@ def test_without_checksum_verification_a_wrong_md5_is_accepted_but_size_is_not(s
     assert {d.source_bucket: d.status for d in result.deliveries} == {"a": "ingested", "b": "refused"}
 
 
+@pytest.mark.jars_too
 def test_result_reads_with_spark(spark, tmp_path):
     manifest = deliver(tmp_path / "dest")
     ingest(spark, tmp_path / "inv", [manifest])
