@@ -13,6 +13,7 @@ Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from lake_reports.charges import chargeback
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
 from tests.lakes import now_ms, vacuum
+from tests.test_erasure_versions import _listing
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 from vacuum_jobs.undo import purge, restore
 
@@ -47,13 +49,8 @@ def s3(spark, s3_endpoint, monkeypatch):
 
 def _objects(client, bucket: str, aged_days: float) -> list[InventoryObject]:
     """An all-versions inventory of the bucket, every object's last-modified moved back ``aged_days``."""
-    found = client.list_object_versions(Bucket=bucket)
     back = int(aged_days * 24 * 3600 * 1000)
-    ms = lambda v: int(v["LastModified"].timestamp() * 1000) - back  # noqa: E731
-    return ([InventoryObject(v["Key"], v["Size"], ms(v), e_tag=v["ETag"].strip('"'), version_id=v["VersionId"],
-                             is_latest=v["IsLatest"]) for v in found.get("Versions", [])]
-            + [InventoryObject(m["Key"], None, ms(m), version_id=m["VersionId"], is_latest=m["IsLatest"],
-                               is_delete_marker=True, storage_class=None) for m in found.get("DeleteMarkers", [])])
+    return [replace(o, last_modified_ms=o.last_modified_ms - back) for o in _listing(client, bucket)]
 
 
 def _deliver(client, local: Path, source: str, destination: str, objects: list[InventoryObject], when: datetime) -> str:
