@@ -51,8 +51,11 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._\-]+$")
 RUN_FOLDER = re.compile(r"^run-(\d{8}T\d{6}Z)-[0-9a-f]{8}$")
 # A run's private staging left behind this long ago belongs to a run that died.
 DEAD_RUN_AFTER = timedelta(days=1)
-# What delta-rs writes before it moves a commit into place: alone in _delta_log/, a crashed first commit.
-TEMPORARY_COMMIT = re.compile(r"^_commit_[0-9a-f-]{36}\.json\.tmp$")
+# A log file that makes a table (PROTOCOL.md: a commit or a checkpoint); without one, _delta_log/ is no table yet.
+VERSION_FILE = re.compile(r"^\d{20}\.(json|checkpoint(\.\d{10}\.\d{10}|\.[0-9A-Fa-f-]{36})?\.(parquet|json))$")
+# What writers stage a commit under before they move it into place: delta-rs on S3 (_commit_<uuid>.json.tmp) and
+# on local disks (00000000000000000000.json#1), Hadoop's (.00000000000000000000.json.<uuid>.tmp).
+STAGED_COMMIT = re.compile(r"^(_commit_[0-9a-f-]{36}\.json\.tmp|\d{20}\.json#\d+|\.\d{20}\.json\.[0-9a-f-]+\.tmp)$")
 DEAD_COMMIT_AFTER = timedelta(minutes=10)
 # A write that keeps losing its commit to other writers gives up after this many tries.
 COMMIT_ATTEMPTS = 8
@@ -191,9 +194,9 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
     table = open_table(table_uri)
     if table is None:
         storage = Storage(spark)
-        crashed = _crashed_first_commit(storage, table_uri)
+        no_table_yet = _no_table_yet(storage, table_uri)
         leftovers = [f for f in storage.list(table_uri)
-                     if not RUN_FOLDER.match(uris.name(f.uri)) and not (crashed and uris.name(f.uri) == "_delta_log")]
+                     if not RUN_FOLDER.match(uris.name(f.uri)) and not (no_table_yet and uris.name(f.uri) == "_delta_log")]
         if leftovers:
             raise IncompatibleTable(f"{table_uri}: not empty and not a Delta table (holds {uris.name(leftovers[0].uri)}); "
                                     "refusing to write into it") from None
@@ -356,17 +359,17 @@ def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
         raise
 
 
-def _crashed_first_commit(storage: Storage, table_uri: str) -> bool:
-    """Whether ``_delta_log/`` holds nothing but delta-rs's temporary commit files: a first commit
-    that died before it was moved into place, so there is no table yet and the target counts as
-    empty. Those files are removed once they are old enough not to be a first commit under way
-    (one at a time: never the folder, which a concurrent first commit may be filling)."""
+def _no_table_yet(storage: Storage, table_uri: str) -> bool:
+    """Whether ``_delta_log/`` holds no commit and no checkpoint: whatever a dead writer left there
+    (a first commit killed before it was moved into place, on any store), there is no table yet and
+    the target counts as empty. Staged commits old enough not to be a first commit under way are
+    removed (one at a time: never the folder, which a concurrent first commit may be filling)."""
     entries = storage.list(uris.join(table_uri, "_delta_log"))
-    if not all(not e.is_dir and TEMPORARY_COMMIT.match(uris.name(e.uri)) for e in entries):
+    if any(VERSION_FILE.match(uris.name(e.uri)) for e in entries):
         return False
     stale_before = int((datetime.now(timezone.utc) - DEAD_COMMIT_AFTER).timestamp() * 1000)
     for entry in entries:
-        if entry.modification_time < stale_before:
+        if not entry.is_dir and STAGED_COMMIT.match(uris.name(entry.uri)) and entry.modification_time < stale_before:
             storage.delete(entry.uri)
     return True
 

@@ -103,20 +103,36 @@ def test_the_same_delivery_ingested_twice_at_once_lands_once(spark, tmp_path):
     assert keys_of(tmp_path / "inv") == sorted(o.key for o in AWKWARD_OBJECTS)
 
 
-def test_a_first_commit_that_crashed_before_it_was_moved_into_place_is_not_a_table(spark, tmp_path):
+@pytest.mark.jars_too
+@pytest.mark.parametrize("left_behind", [
+    f"_commit_{uuid.uuid4()}.json.tmp",  # delta-rs on S3 stages a commit so before the rename
+    f"{0:020d}.json#1",  # delta-rs on a local disk, before the link
+    f".{0:020d}.json.{uuid.uuid4()}.tmp",  # Delta's JVM writer on Hadoop file systems, before the rename
+    f"..{0:020d}.json.{uuid.uuid4()}.tmp.crc",  # ... and the checksum Hadoop's local file system writes beside it
+    "_staged_commits/",  # a folder Delta 4 makes first
+    "_last_checkpoint",  # a hint with nothing it points to
+    "notes.txt",
+])
+def test_a_delta_log_holding_no_commit_and_no_checkpoint_is_no_table_yet(spark, tmp_path, left_behind):
     log = tmp_path / "inv" / "_delta_log"
     log.mkdir(parents=True)
-    stray = log / f"_commit_{uuid.uuid4()}.json.tmp"  # how delta-rs stages a commit before the rename
-    stray.write_text('{"commitInfo":{}}\n')
+    if left_behind.endswith("/"):
+        (log / left_behind).mkdir()
+    else:
+        (log / left_behind).write_text('{"commitInfo":{}}\n')
 
     result = ingest(spark, tmp_path / "inv", [deliver(tmp_path / "dest", "src")])
 
     assert result.deliveries[0].status == "ingested", result.deliveries[0].error
     assert keys_of(tmp_path / "inv") == sorted(o.key for o in AWKWARD_OBJECTS)
-    # Anything else in the folder is still somebody's table, or not ours to guess about.
+
+
+def test_a_folder_holding_data_beside_a_commit_less_log_is_not_ours_to_write_into(spark, tmp_path):
     (tmp_path / "other" / "_delta_log").mkdir(parents=True)
-    (tmp_path / "other" / "_delta_log" / "notes.txt").write_text("mine")
+    (tmp_path / "other" / "part-0.parquet").write_text("somebody's data")
+
     refused = ingest(spark, tmp_path / "other", [deliver(tmp_path / "dest2", "src")])
+
     assert refused.deliveries[0].status == "refused" and "not empty and not a Delta table" in refused.deliveries[0].error
 
 
