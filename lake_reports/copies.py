@@ -86,7 +86,9 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     fingerprints = F.broadcast(local_frame(spark, [
         (r["of"], r["length"], r["e_tag"], etag_kind(r["e_tag"], r["encryption_status"], r["is_multipart_uploaded"]))
         for r in prints], "of string, length long, e_tag string, of_kind string"))
-    matches = (objects.join(fingerprints, ["length", "e_tag"]).where(F.col("canonical") != F.col("of"))
+    # Another key, or a noncurrent version of the file's own key (a retried upload, an in-place copy).
+    matches = (objects.join(fingerprints, ["length", "e_tag"])
+               .where((F.col("canonical") != F.col("of")) | (F.col("is_latest") == F.lit(False)))
                .groupBy("of", "canonical", "version_id").agg(
                    F.max_by(F.struct("bucket", "inventory_date", "is_latest", "encryption_status",
                                      "is_multipart_uploaded", "length", "e_tag", "of_kind"),

@@ -267,7 +267,9 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
     for c in found:
         if c.etag_kind == "same_object":  # the removed file itself, whose own status says what keeps it
             continue
-        if c.status in ("live_in_table", "noncurrent_version"):
+        if c.status == "noncurrent_version" and c.path == c.of:  # its own key's: what the purge of its delete erases
+            bounded_by(table, f"version {c.version_id} of {c.path} ({c.status})")
+        elif c.status in ("live_in_table", "noncurrent_version"):
             risks.append(f"copy {c.path}: {c.detail}")
         elif c.status in ("time_travel_in_table", "orphan_in_table"):
             bounded_by(tables.get(c.table or ""), f"copy {c.path} ({c.status})")

@@ -6,14 +6,16 @@ every run (``action`` ``table_<status>``) and every planned file; with the table
 and the newest inventory that answers, per file:
 
 - ``erased``: a run deleted it (when, which run), and no version of it remains: the store
-  keeps no versions, a purge run erased the version the delete hid (when, which purge run),
-  or an all-versions inventory taken after the delete lists none;
+  keeps no versions, a purge run erased its copy in the trash (when, which purge run), or an
+  all-versions inventory taken after the delete (after the purge, where one ran on its key)
+  lists no version of its key written before the delete;
 - ``soft_deleted``: a run deleted it from a versioned S3 bucket, but a noncurrent version
   still holds its bytes (the delete only added a delete marker): restorable until the undo
   window of the purge runs ends, erased by the purge due then; not erased yet;
 - ``restored``: a run deleted it, and a restore run brought it back (when, which run);
-- ``erasure_unconfirmed``: a run deleted it from a versioned S3 bucket, and no
-  all-versions inventory taken since says whether a version of it remains;
+- ``erasure_unconfirmed``: a run deleted it from a versioned S3 bucket (and perhaps a purge
+  run erased the versions it found), and no all-versions inventory taken since says whether
+  a version of it remains;
 - ``absent_when_vacuumed``: a run found it already gone (when, which run);
 - ``live``: the current snapshot still references it;
 - ``live_soft_deleted``: still referenced, with a deletion vector hiding the deleted rows:
@@ -196,12 +198,15 @@ def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _V
         if finished["action"] == AuditAction.RESTORED:
             return answer("restored", f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
                           "back", done_at, by)
-        if finished["action"] == AuditAction.PURGED:
-            what = "its copy in the trash" if trash else f"the version it hid ({finished['version_id']})"
-            return answer("erased", f"{deleted} ({kept}); erased at {done_at} by purge run {by}, which deleted {what}",
-                          done_at, by)
-        return answer("erased", f"{deleted} ({kept}); purge run {by} found nothing of it left at {done_at} (a "
-                      "lifecycle rule or another tool removed it)", done_at, by)
+        purged = (f"{deleted} ({kept}); erased at {done_at} by purge run {by}, which deleted "
+                  + ("its copy in the trash" if trash else f"the version it hid ({finished['version_id']}) and the "
+                     "older versions of its key")
+                  if finished["action"] == AuditAction.PURGED else
+                  f"{deleted} ({kept}); purge run {by} found nothing of it left at {done_at} (a lifecycle rule or "
+                  "another tool removed it)")
+        if trash is not None:
+            return answer("erased", purged, done_at, by)
+        return _purged_from_versions(answer, purged, run_row, finished, versions, inventory_date)
     if trash is not None:
         return _soft_deleted(answer, run_row, f"{deleted}: moved to the trash ({trash}), which keeps its bytes",
                              table)
@@ -227,6 +232,24 @@ def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _V
                   f"{', '.join(sorted(r['version_id'] for r in held))}) still hold its bytes in the inventory of "
                   f"{inventory_date}; restorable, not erased, until they are deleted for good (vacuum "
                   "--purge-versions, or a lifecycle rule expiring noncurrent versions)", at, run_id)
+
+
+def _purged_from_versions(answer, purged: str, run_row, finished, versions: _Versions | None,
+                          inventory_date: date) -> FileAnswer:
+    """A purge run acted on a versioned key: erased only once an all-versions inventory taken after
+    the purge lists no version of the key written before the vacuum's delete (another version of
+    the same bytes may have stayed)."""
+    done_at, by = iso_utc(finished["at_ms"]), finished["run_id"]
+    if versions is None or not versions.all_versions or inventory_date <= date.fromisoformat(done_at[:10]):
+        return answer("erasure_unconfirmed", f"{purged}; no all-versions inventory taken since the purge confirms "
+                      "that no other version of the key still holds its bytes", done_at, by)
+    held = _held(versions, run_row)
+    if held:
+        return answer("soft_deleted", f"{purged}; but the all-versions inventory of {inventory_date} still lists "
+                      f"{', '.join(sorted(r['version_id'] for r in held))} "
+                      f"({human_bytes(sum(r['length'] or 0 for r in held))}): not erased", done_at, by)
+    return answer("erased", f"{purged}; the all-versions inventory of {inventory_date} lists no version of it",
+                  done_at, by)
 
 
 def _soft_deleted(answer, run_row, hidden: str, table: TableErasure | None) -> FileAnswer:

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import audit_chain, uris
+from lakeio import audit_chain, audit_journal, uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.delta_write import check_target, write_delta
 from lakeio.shapes import OUTCOMES
+from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
     the vacuum run a restore or purge acts on, unless a table (``RunTable.source_run_id``) or an
     outcome (a ``source_run_id`` column) names its own: one purge catching up on several vacuum runs
     is still one run of the chain. The rows are chained after the table's head (lakeio.audit_chain):
-    two runs appending at once fork the chain, which verifying reports."""
+    two runs appending at once fork the chain, which verifying reports. When the append fails, the
+    rows are kept for the next run (lakeio.audit_journal) and :class:`AuditNotRecorded` says where."""
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
@@ -144,8 +146,59 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
             sources.cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
         ))
+    try:
+        append_rows(spark, audit_table, rows, started.date())
+    except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
+        raise audit_journal.keep(spark, audit_table, run_id, rows, first_line(exc)) from None
+
+
+def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date) -> None:
+    """Chain one run's rows (``_UNCHAINED``, all of ``run_date``) after the table's head and append them."""
     chained = audit_chain.chain_run(rows, head(spark, audit_table))
-    write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": started.date().isoformat()}], mode="append")
+    write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": run_date.isoformat()}], mode="append")
+
+
+@dataclass
+class Recorded:
+    """What :func:`record_kept` did: the runs it appended, and the kept folders it could not read."""
+
+    runs: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None) -> Recorded:
+    """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit_journal) to
+    the audit table, the earliest first, each in one chained append, and remove each once it is in;
+    a kept run the audit already holds is removed, not appended again. Raises what the append raises."""
+    storage = Storage(spark)
+    folder = uris.to_uri(journal) if journal else audit_journal.journal_of(audit_table)
+    done = Recorded()
+    runs = [entry.uri for entry in storage.list(folder) if entry.is_dir]
+    if not runs:
+        return done
+    try:
+        held = {r["run_id"] for r in read_audit(spark, audit_table).select("run_id").distinct().collect()}
+    except TableNotFound:
+        held = set()
+    pending = []
+    for kept in runs:
+        try:
+            rows = spark.read.schema(_UNCHAINED).parquet(kept)
+            first, run_date = rows.agg(F.min("timestamp"), F.min("run_date")).collect()[0]
+        except Exception as exc:  # noqa: BLE001 - one unreadable folder must not keep the others out
+            done.problems.append(f"{kept}: cannot read the kept rows: {first_line(exc)}")
+            continue
+        pending.append((first, uris.name(kept), kept, rows, run_date))
+    for _, run_id, kept, rows, run_date in sorted(pending, key=lambda p: (p[0] is None, p[0] or 0, p[1])):
+        if run_id not in held and run_date is not None:
+            append_rows(spark, audit_table, rows, run_date)
+            log.warning("recorded run %s in %s from %s, kept there when its own append failed", run_id, audit_table,
+                        kept)
+            done.runs.append(run_id)
+        storage.delete(kept, recursive=True)
+    if journal is None and not storage.list(folder):
+        storage.delete(folder, recursive=True)
+    return done
 
 
 def head(spark: SparkSession, audit_table: str) -> audit_chain.Head | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import sys
+import uuid
 from collections.abc import Callable
 from datetime import date
 
@@ -16,6 +18,7 @@ from lakeio import __version__, uris
 from lakeio.delta_write import DeltaStorageError
 from lakeio.spark import PROJECT_PACKAGES
 from lakeio.storage import Storage
+from lakeio.text import first_line
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -75,12 +78,34 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         Storage(spark).write_bytes(path, text.encode("utf-8"))
 
 
+def check_report_destination(spark: SparkSession, path: str | None) -> str | None:
+    """Why a report cannot be written to ``path`` (a file written and removed beside it, the way the
+    report will be written), None when it can: asked before a run changes anything."""
+    if not path:
+        return None
+    probe = f"{path}.probe-{uuid.uuid4().hex[:8]}"
+    try:
+        write_text(spark, probe, "")
+        if _is_local(probe):
+            os.remove(uris.local_path(uris.to_uri(probe)))
+        else:
+            Storage(spark).delete(probe)
+    except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
+        return f"--report {path} cannot be written: {first_line(exc)}"
+    return None
+
+
 def report_out(spark: SparkSession, report, path: str | None) -> int:
     """Print a run's summary and write its JSON report where asked (``report`` has ``summary()``,
-    ``to_json()`` and ``ok``); the exit status: 0 when it is ok, else 1."""
+    ``to_json()`` and ``ok``); the exit status: 0 when it is ok, else 1 (also when the report
+    cannot be written: the summary is out by then)."""
     print(report.summary())
     if path:
-        write_text(spark, path, report.to_json() + "\n")
+        try:
+            write_text(spark, path, report.to_json() + "\n")
+        except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
+            print(f"error: --report {path} cannot be written: {first_line(exc)}", file=sys.stderr)
+            return 1
     return 0 if report.ok else 1
 
 

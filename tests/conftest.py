@@ -91,3 +91,19 @@ def s3_endpoint():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture
+def s3(spark, s3_endpoint, monkeypatch):
+    """Spark's S3 connector (hadoop-aws: tests marked ``s3a``; ``s3://`` mapped to it, as on a cluster outside
+    EMR) and the Python clients pointed at moto's server; a boto3 client."""
+    from vacuum_jobs.deleter import S3BatchDeleter
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true",
+                       "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
+                       "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}.items():
+        conf.set(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    return S3BatchDeleter.make_client(s3_endpoint)

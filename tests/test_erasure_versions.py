@@ -27,8 +27,8 @@ def _listing(client, bucket: str) -> list[InventoryObject]:
     """What an all-versions S3 Inventory of the bucket would list now."""
     found = client.list_object_versions(Bucket=bucket)
     ms = lambda v: int(v["LastModified"].timestamp() * 1000)  # noqa: E731
-    return ([InventoryObject(v["Key"], v["Size"], ms(v), version_id=v["VersionId"], is_latest=v["IsLatest"])
-             for v in found.get("Versions", [])]
+    return ([InventoryObject(v["Key"], v["Size"], ms(v), v["ETag"].strip('"'), version_id=v["VersionId"],
+                             is_latest=v["IsLatest"]) for v in found.get("Versions", [])]
             + [InventoryObject(m["Key"], None, ms(m), version_id=m["VersionId"], is_latest=m["IsLatest"],
                                is_delete_marker=True, storage_class=None) for m in found.get("DeleteMarkers", [])])
 

@@ -28,23 +28,10 @@ from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
 from tests.lakes import now_ms, vacuum
 from tests.test_erasure_versions import _listing
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.undo import purge, restore
 
 pytestmark = [pytest.mark.s3a, pytest.mark.slow]
-
-
-@pytest.fixture
-def s3(spark, s3_endpoint, monkeypatch):
-    """Spark's S3 connector and the Python clients pointed at moto's server; a boto3 client."""
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true",
-                       "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
-                       "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}.items():
-        conf.set(key, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
-    return S3BatchDeleter.make_client(s3_endpoint)
 
 
 def _objects(client, bucket: str, aged_days: float) -> list[InventoryObject]:

@@ -24,7 +24,8 @@ from demo.lake import build_lake
 from inventory_etl.contract import inventory_snapshot
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
-from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
+from lake_reports.erasure_document import erasure_request
+from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
 from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
 from lakeio.delta_write import write_delta
 from lakeio.shapes import OUTCOMES
@@ -193,11 +194,66 @@ def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3_endpoin
     assert undo(dry_run=False, now_ms=later).purge(7).tables == {kept: {"not_purged": 1}}  # none purged twice
 
     answers = evidence(later, old + recent)
-    status, detail = answers[erased]
-    assert status == "erased" and f"by purge run {purged.run_id}" in detail
+    status, detail = answers[erased]  # the newest inventory predates the purge: nothing confirms it yet
+    assert status == "erasure_unconfirmed" and f"by purge run {purged.run_id}" in detail
     status, detail = answers[recent[0]]
     assert status == "soft_deleted" and "restorable until" in detail and "undo window 7 day(s)" in detail
 
+
+
+@pytest.mark.s3a  # the erasure request reads the commit through Spark's S3 connector
+def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_inventory_to_say_so(
+        spark, s3, s3_endpoint, tmp_path):
+    """Two versions of a deleted file's key hold the same bytes (an in-place copy, a retried
+    upload): the purge erases both, and neither the file's evidence nor the erasure request's
+    document says erased (or done) before an all-versions inventory taken after the purge does."""
+    client = s3
+    bucket = f"twice-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    table = f"s3://{bucket}/people"
+    _table(table, options)  # version 2 (an overwrite) removes the files of versions 0 and 1
+    removed = sorted(f"{table}/{n}" for n in DeltaTable(table, storage_options=options).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=True))
+    copied = removed[0].split("/", 3)[3]
+    client.copy_object(Bucket=bucket, Key=copied, CopySource={"Bucket": bucket, "Key": copied},
+                       MetadataDirective="REPLACE", Metadata={"re-encrypted": "yes"})  # same bytes, a new version
+    assert len([o for o in _listing(client, bucket) if o.key == copied]) == 2
+    inventory, audit = str(tmp_path / "inventory"), str(tmp_path / "audit")
+    now = datetime.now(timezone.utc)
+
+    def inventory_taken(at: datetime) -> None:
+        manifest = write_delivery(str(tmp_path / "dest"), bucket, "all-versions", _listing(client, bucket), at,
+                                  versioned=True)
+        assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+
+    def evidence() -> tuple[dict[str, str], object]:
+        options_ = ErasureOptions(audit, inventory, now_ms=_now_ms() + 2 * DAY_MS, tables=[table])
+        answers = ErasureEvidence(spark, options_).execute(paths=removed).answers
+        document = erasure_request(spark, CommitQuestion(table, 2), "forget-me", audit, inventory,
+                                   now_ms=options_.now_ms, tables=[table])
+        return {a.path: a.status for a in answers}, document
+
+    inventory_taken(now - timedelta(hours=1))
+    assert sorted(_vacuum_s3(spark, audit, inventory, [table], options, s3_endpoint, "vacuum-1")) == removed
+    statuses, document = evidence()
+    assert set(statuses.values()) == {"soft_deleted"} and document.verdict.status != "done"
+    assert any(c.path == removed[0] and c.status == "noncurrent_version" for c in document.copies)
+
+    purged = purge(spark, audit, 0, dry_run=False, now_ms=_now_ms() + DAY_MS,
+                   delete=DeleteSettings(endpoint_url=s3_endpoint))
+    assert purged.tables == {table: {"purged": len(removed)}} and purged.ok
+    left = _listing(client, bucket)
+    assert [(o.key, o.is_delete_marker) for o in left if o.key == copied] == [(copied, True)]  # only the marker
+    statuses, document = evidence()
+    assert set(statuses.values()) == {"erasure_unconfirmed"} and document.verdict.status != "done"
+
+    inventory_taken(now + timedelta(days=1))  # taken after the purge, listing what the bucket holds
+    statuses, document = evidence()
+    assert set(statuses.values()) == {"erased"}
+    assert document.verdict.status == "done", document.verdict.reasons
 
 
 def _files(root: Path) -> dict[str, bytes]:

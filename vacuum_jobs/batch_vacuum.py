@@ -23,7 +23,8 @@ from pyspark.sql import functions as F
 
 from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio import catalog, uris
-from lakeio.audit import AuditAction, TableStatus, check_audit_table
+from lakeio.audit import AuditAction, TableStatus, check_audit_table, record_kept
+from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
 from lakeio.delta_write import IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
@@ -126,9 +127,9 @@ class BatchVacuum:
         refused_names = [TableReport(name, TableStatus.REFUSED, why) for name, why in unnamed.items()]
         try:
             if self.options.audit_table:
-                check_audit_table(self.spark, self.options.audit_table)
+                self._ready_audit(run)
             inventory = self._load_inventory(now_ms)
-        except (IncompatibleTable, InventoryUnavailable) as refusal:
+        except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
             run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []] + refused_names
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
@@ -149,7 +150,10 @@ class BatchVacuum:
                 run.outcomes = self._delete(plan, reports, inventory, run.run_id)
             if self.options.audit_table:
                 self.progress(f"recording {self.options.audit_table}")
-                write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+                try:
+                    write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+                except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
+                    run.audit_problems.append(str(unrecorded))
         finally:
             # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
             if plan is not None:
@@ -157,6 +161,23 @@ class BatchVacuum:
             replay.release()
         run.elapsed_seconds = time.monotonic() - started
         return run
+
+    def _ready_audit(self, run: RunReport) -> None:
+        """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
+        folder), and runs whose own append failed are appended first (lakeio.audit_journal)."""
+        audit = self.options.audit_table
+        assert audit is not None
+        check_audit_table(self.spark, audit)
+        prove_writable(self.spark, audit)
+        try:
+            recorded = record_kept(self.spark, audit)
+        except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
+            run.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
+            return
+        run.audit_problems += recorded.problems
+        if recorded.runs:
+            self.progress(f"appended {len(recorded.runs)} earlier run(s) the audit table had not taken: "
+                          + ", ".join(recorded.runs))
 
     def _load_inventory(self, now_ms: int) -> InventorySnapshot:
         """The newest (or chosen) inventory date; refused when there is none or it is too old.

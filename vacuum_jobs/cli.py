@@ -1,5 +1,6 @@
 """``python -m vacuum_jobs``: vacuum many Delta tables in one run from the inventory table;
-``python -m vacuum_jobs restore`` / ``purge``: undo a run's deletes, or erase them for good.
+``python -m vacuum_jobs restore`` / ``purge``: undo a run's deletes, or erase them for good;
+``python -m vacuum_jobs record``: append runs the audit table could not take when they ran.
 
 Exit status: 0 when every table was vacuumed, dry-run or skipped (every key restored or
 purged); 1 when any table was refused or failed (any key left alone or failed); 2 for usage
@@ -11,8 +12,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, as_flag, iso_date, one_line_errors, read_text, report_out, setup_logging
+from lakeio.audit import check_audit_table, record_kept
+from lakeio.audit_journal import FOLDER
+from lakeio.catalog import CatalogError, resolve
+from lakeio.cli import (
+    add_common_arguments,
+    as_flag,
+    check_report_destination,
+    iso_date,
+    one_line_errors,
+    read_text,
+    report_out,
+    setup_logging,
+)
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
@@ -21,6 +33,7 @@ from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.undo import Undo, UndoError, UndoOptions
 
 UNDO_COMMANDS = ("restore", "purge")
+RECORD_COMMAND = "record"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +117,33 @@ def build_undo_parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
+def build_record_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m vacuum_jobs {RECORD_COMMAND}",
+        description="Append to the audit table the runs whose own append failed and whose rows were kept "
+                    "(each vacuum, restore and purge does this first by itself, from the audit table's own "
+                    f"{FOLDER}/ folder); the error of such a run names the folder and this command.",
+    )
+    parser.add_argument("--audit-table", required=True, metavar="URI", help="the runs' --audit-table")
+    parser.add_argument("--journal", metavar="DIR",
+                        help=f"where the runs are kept (default: the audit table's {FOLDER}/ folder)")
+    add_common_arguments(parser)
+    return parser
+
+
+def record_main(argv: list[str]) -> int:
+    args = build_record_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    spark = get_spark(f"vacuum_jobs.{RECORD_COMMAND}", args.master)
+    audit = resolve(spark, args.audit_table, must_be_delta=False)
+    check_audit_table(spark, audit)
+    recorded = record_kept(spark, audit, args.journal)
+    print(f"appended {len(recorded.runs)} kept run(s) to {audit}" + "".join(f"\n  {r}" for r in recorded.runs))
+    for problem in recorded.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if recorded.problems else 0
+
+
 def undo_main(command: str, argv: list[str]) -> int:
     parser = build_undo_parser(command)
     args = parser.parse_args(argv)
@@ -113,6 +153,9 @@ def undo_main(command: str, argv: list[str]) -> int:
                           delete=DeleteSettings(endpoint_url=args.s3_endpoint_url))
     setup_logging(args.log_level)
     spark = get_spark(f"vacuum_jobs.{command}", args.master)
+    if why := check_report_destination(spark, args.report):
+        print(f"error: {why}; nothing was changed", file=sys.stderr)
+        return 1
     try:
         undo = Undo(spark, options)
         report = undo.restore(args.run_id) if command == "restore" else undo.purge(args.older_than_days)
@@ -127,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in UNDO_COMMANDS:
         return undo_main(argv[0], argv[1:])
+    if argv and argv[0] == RECORD_COMMAND:
+        return record_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if (args.include or args.exclude) and not args.discover:
@@ -163,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     except Exception as exc:  # an unreadable --tables-file, local or remote
         parser.error(f"{args.tables_file}: {first_line(exc)}")
+    if why := check_report_destination(spark, args.report):
+        print(f"error: {why}; nothing was deleted", file=sys.stderr)
+        return 1
     refused = False
     try:
         report = BatchVacuum(spark, options).execute(tables)

@@ -79,6 +79,9 @@ class RunReport:
     # Delta tables of the lake, outside the run, whose logs could not be read: the files they
     # need from the run's tables are not known, so not protected. Makes the run exit 1.
     references_unknown: dict[str, str] = field(default_factory=dict)
+    # What the audit table did not take (this run's rows, or earlier runs' kept ones), and where the
+    # rows are kept (lakeio.audit_journal). Makes the run exit 1.
+    audit_problems: list[str] = field(default_factory=list)
     elapsed_seconds: float = 0.0
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
     # it again never deletes. None when nothing was planned.
@@ -86,7 +89,7 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return not self.references_unknown and not any(
+        return not self.references_unknown and not self.audit_problems and not any(
             t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
     def totals(self) -> dict:
@@ -134,6 +137,7 @@ class RunReport:
                 lines.append(f"          kept {files:,} file(s) that {other} needs")
         for table, why in sorted(self.references_unknown.items()):
             lines.append(f"warning: cannot tell which files {table} needs from other tables: {why}")
+        lines += [f"error: {problem}" for problem in self.audit_problems]
         lines.append(
             f"total: {t['candidate_files']:,} candidate file(s), {t['deleted_files']:,} deleted "
             f"({human_bytes(t['deleted_bytes'])}), {t['already_absent_files']:,} already absent, "

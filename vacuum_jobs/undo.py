@@ -12,8 +12,10 @@ while it still looks as the run left it, checked against the key's version listi
 - restore: the run's marker is still the key's latest version. A key written or deleted
   again since is left alone (``not_restored``, with why).
 - purge: the hidden version is not the key's current version again (restored by hand), so
-  purging never removes a current object. A version already gone (a lifecycle rule expired
-  it) is ``already_absent``.
+  purging never removes a current object. It erases that version and every other noncurrent
+  version of the key older than the run's delete marker (a retried upload, an in-place copy:
+  the same rows under the same name); a version written after the marker is left. A version
+  already gone (a lifecycle rule expired it) is ``already_absent``.
 
 A check and its delete are two requests: a writer racing between them can at worst see its
 own new version stay current (restore) or a hand restore of that instant undone (purge).
@@ -38,7 +40,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakeio import catalog, uris
-from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit
+from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit, record_kept
+from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import IncompatibleTable
 from lakeio.shapes import OUTCOMES
@@ -78,10 +81,12 @@ class UndoReport:
     tables: dict[str, dict[str, int]] = field(default_factory=dict)  # per table: files per outcome
     problems: list[str] = field(default_factory=list)  # sample of keys left alone or failed: "path: why"
     warnings: list[str] = field(default_factory=list)  # lifecycle rules that expire versions first
+    audit_problems: list[str] = field(default_factory=list)  # what the audit table did not take, and where it is kept
 
     @property
     def ok(self) -> bool:
-        return not any(n for counts in self.tables.values() for action, n in counts.items() if action in _LEFT_ALONE)
+        return not self.audit_problems and not any(
+            n for counts in self.tables.values() for action, n in counts.items() if action in _LEFT_ALONE)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -95,6 +100,7 @@ class UndoReport:
             lines.append("  nothing to do")
         lines += [f"  left alone: {problem}" for problem in self.problems]
         lines += [f"warning: {warning}" for warning in self.warnings]
+        lines += [f"error: {problem}" for problem in self.audit_problems]
         return "\n".join(lines)
 
 
@@ -124,6 +130,7 @@ class Undo:
                                tables=None if options.tables is None
                                else [catalog.resolve(spark, t) for t in options.tables])
         self.progress = step_announcer(spark, log)
+        self.audit_problems: list[str] = []
         check_workers(spark)
 
     def restore(self, run_id: str) -> UndoReport:
@@ -156,13 +163,24 @@ class Undo:
 
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = self.options.now_ms or int(time.time() * 1000)
+        audit = self.options.audit_table
         try:
-            check_audit_table(self.spark, self.options.audit_table)
-            return now_ms, read_audit(self.spark, self.options.audit_table)
+            check_audit_table(self.spark, audit)
+            if not self.options.dry_run:  # before anything is changed: the audit can take the run's rows
+                prove_writable(self.spark, audit)
+                self._append_kept_runs(audit)
+            return now_ms, read_audit(self.spark, audit)
         except TableNotFound:
-            raise UndoError(f"{self.options.audit_table}: no audit table there") from None
-        except IncompatibleTable as exc:
+            raise UndoError(f"{audit}: no audit table there") from None
+        except (IncompatibleTable, AuditUnwritable) as exc:
             raise UndoError(str(exc)) from None
+
+    def _append_kept_runs(self, audit: str) -> None:
+        """Runs whose own append failed, appended before this one (lakeio.audit_journal)."""
+        try:
+            self.audit_problems += record_kept(self.spark, audit).problems
+        except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
+            self.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
 
     def _in_scope(self, rows: DataFrame) -> DataFrame:
         if self.options.tables is None:
@@ -171,7 +189,8 @@ class Undo:
         return rows.where(F.col("table_root").isin(roots))
 
     def _report(self, command: str, now_ms: int, acts_on: str) -> UndoReport:
-        return UndoReport(command, str(uuid.uuid4()), iso_utc(now_ms), self.options.dry_run, acts_on)
+        return UndoReport(command, str(uuid.uuid4()), iso_utc(now_ms), self.options.dry_run, acts_on,
+                          audit_problems=list(self.audit_problems))
 
     def _run(self, report: UndoReport, selected: DataFrame, done: AuditAction, now_ms: int,
              undo_window_days: float | None) -> UndoReport:
@@ -193,7 +212,10 @@ class Undo:
         report.warnings = _lifecycle_warnings(settings, report.tables, undo_window_days)
         if not self.options.dry_run and report.tables:
             self.progress(f"recording {self.options.audit_table}")
-            self._record(report, outcomes, done, now_ms, undo_window_days)
+            try:
+                self._record(report, outcomes, done, now_ms, undo_window_days)
+            except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
+                report.audit_problems.append(str(unrecorded))
         return report
 
     def _record(self, report: UndoReport, outcomes: DataFrame, done: AuditAction, now_ms: int,
@@ -238,7 +260,7 @@ def _act(rows: Iterable, done: AuditAction, settings: DeleteSettings, keys_per_s
         elif dry_run:
             yield _outcome(row, AuditAction.WOULD_RESTORE if done is AuditAction.RESTORED else AuditAction.WOULD_PURGE)
         else:
-            ready[Target(row["table_root"], row["path"], row["length"], row["modificationTime"], (verdict,))] = row
+            ready[Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(verdict))] = row
     for result in deleter.delete(list(ready)):
         row = ready[result.target]
         yield (_outcome(row, done, None, result.at_ms) if result.action is AuditAction.DELETED
@@ -303,8 +325,8 @@ def _from_trash(row, done: AuditAction, files: Files, dry_run: bool) -> tuple[Au
     return done, None
 
 
-# A check's verdict: the version id to delete, or (action, why) for a key left alone.
-Verdict = str | tuple[AuditAction, str]
+# A check's verdict: the version ids to delete, or (action, why) for a key left alone.
+Verdict = list[str] | tuple[AuditAction, str]
 
 
 def _check_restore(row, client) -> Verdict:
@@ -324,23 +346,30 @@ def _check_restore(row, client) -> Verdict:
     if row["version_id"] and not any(v["VersionId"] == row["version_id"] for v in versions):
         return (AuditAction.NOT_RESTORED, f"the version it hid ({row['version_id']}) is gone (purged, or expired "
                                           "by a lifecycle rule)")
-    return row["delete_marker_id"]
+    return [row["delete_marker_id"]]
 
 
 def _check_purge(row, client) -> Verdict:
-    """The version the delete hid, to erase; or why the key is left alone."""
+    """The versions to erase: the one the delete hid and every other noncurrent version of the key
+    older than the run's delete marker (a retried upload, an in-place copy: the same rows); or why
+    the key is left alone."""
     hidden = row["version_id"]
     if hidden is None:
         return (AuditAction.NOT_PURGED, "the version the delete hid is not recorded (the inventory listed no "
                                         "version id): expire it with a lifecycle rule")
-    versions = {v["VersionId"]: v for v in _key_versions(client, row["path"])}
+    listed = _key_versions(client, row["path"])
+    versions = {v["VersionId"]: v for v in listed}
     if hidden not in versions:
         return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
                                             "or deleted by another tool)")
     if versions[hidden]["IsLatest"]:
         return (AuditAction.NOT_PURGED, f"version {hidden} is current again (restored outside this tool): "
                                         "not erased")
-    return hidden
+    marker = versions.get(row["delete_marker_id"] or "")
+    until = (marker or versions[hidden])["LastModified"]
+    older = sorted(v["VersionId"] for v in listed
+                   if not v["marker"] and not v["IsLatest"] and v["LastModified"] <= until and v["VersionId"] != hidden)
+    return [hidden, *older]
 
 
 def _listing_client(settings: DeleteSettings):

@@ -1,0 +1,178 @@
+"""Every delete on the record: each place a run writes after deleting (the audit table, the report)
+is proven writable before the first delete, and rows the audit table still does not take are kept
+and appended by the next run (or by ``python -m vacuum_jobs record``), never lost nor doubled.
+
+A destination fails for real: its folder's parent is a file (before the run), or the audit's
+``_delta_log/`` becomes a file at the very moment of the run's commit (``delta_write.BEFORE_COMMIT``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakeio import delta_write
+from lakeio.audit import verify_chain
+from lakeio.cli import report_out
+from tests.lakes import inventory_of, vacuum
+from vacuum_jobs.batch_vacuum import RunRefused
+from vacuum_jobs.cli import main
+from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.undo import UndoError, purge
+
+pytestmark = pytest.mark.slow  # whole vacuum runs
+
+
+def _lake(spark, tmp_path: Path) -> tuple[Path, str, set[Path]]:
+    """A table with one file its log no longer needs (retention 0), and the inventory of it."""
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1]}))
+    write_deltalake(str(table), pa.table({"id": [2]}), mode="overwrite")
+    return table, inventory_of(spark, tmp_path / "lake", tmp_path), set(table.rglob("*.parquet"))
+
+
+def _vacuum(spark, inventory: str, table: Path, audit: Path, **options):
+    return vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True,
+                  audit_table=str(audit), **options)
+
+
+def _audit_rows(audit: Path) -> list[dict]:
+    return DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
+
+
+@contextmanager
+def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[None]:
+    """The audit table's ``_delta_log/`` turns into a file when a run commits to it (and, with
+    ``also_journal``, so does the folder where the run would keep its rows); put back on exit."""
+    log, away = audit / "_delta_log", audit / "_delta_log.away"
+
+    def hook(table_uri: str) -> None:
+        if table_uri.rstrip("/").endswith(str(audit)) and not away.exists():
+            log.rename(away)
+            log.write_text("not a folder")
+            if also_journal:
+                (audit / "_unrecorded").write_text("not a folder")
+
+    delta_write.BEFORE_COMMIT.append(hook)
+    try:
+        yield
+    finally:
+        delta_write.BEFORE_COMMIT.remove(hook)
+        if away.exists():
+            log.unlink()
+            away.rename(log)
+        if also_journal:
+            (audit / "_unrecorded").unlink(missing_ok=True)
+
+
+def test_an_audit_table_that_cannot_be_written_refuses_the_run_before_any_delete(spark, tmp_path):
+    table, inventory, files = _lake(spark, tmp_path)
+    (tmp_path / "a-file").write_text("x")
+
+    with pytest.raises(RunRefused, match=r"a-file/audit cannot be written: .*ParentNotDirectoryException.*"
+                                         r"nothing was deleted") as refused:
+        _vacuum(spark, inventory, table, tmp_path / "a-file" / "audit")
+
+    assert refused.value.report.tables[0].status == "refused"
+    assert set(table.rglob("*.parquet")) == files
+
+
+def test_a_report_that_cannot_be_written_refuses_the_run_before_any_delete(spark, tmp_path, capsys):
+    table, inventory, files = _lake(spark, tmp_path)
+    (tmp_path / "a-file").write_text("x")
+
+    status = main(["--inventory-table", inventory, "--table", str(table), "--retain-hours", "0", "--force-retention",
+                   "--report", str(tmp_path / "a-file" / "report.json"), "--master", "local[2]"])
+
+    assert status == 1 and set(table.rglob("*.parquet")) == files
+    assert "a-file/report.json cannot be written" in capsys.readouterr().err
+
+
+def test_a_report_failing_after_the_run_still_prints_the_summary_and_exits_1(spark, tmp_path, capsys):
+    table, inventory, _ = _lake(spark, tmp_path)
+    report = vacuum(spark, inventory, [table], dry_run=True)
+    (tmp_path / "a-file").write_text("x")
+
+    assert report_out(spark, report, str(tmp_path / "a-file" / "report.json")) == 1
+
+    out, err = capsys.readouterr()
+    assert f"vacuum run {report.run_id}" in out and "a-file/report.json cannot be written" in err
+
+
+def test_deletes_the_audit_did_not_take_are_kept_and_appended_once_by_the_next_run(spark, tmp_path):
+    table, inventory, files = _lake(spark, tmp_path)
+    audit = tmp_path / "audit"
+    vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))  # the audit table exists
+    with _commit_fails(audit):
+        failed = _vacuum(spark, inventory, table, audit)
+
+    [gone] = files - set(table.rglob("*.parquet"))  # deleted, and the run says where its record is
+    assert not failed.ok and failed.tables[0].counts.deleted_files == 1
+    [problem] = failed.audit_problems
+    assert f"did not take run {failed.run_id}" in problem and str(audit / "_unrecorded" / failed.run_id) in problem
+    assert failed.run_id not in {r["run_id"] for r in _audit_rows(audit)}
+
+    nxt = vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))
+
+    assert nxt.ok, nxt.audit_problems
+    rows = _audit_rows(audit)
+    assert [r["path"] for r in rows if r["run_id"] == failed.run_id and r["action"] == "deleted"] == [gone.as_uri()]
+    assert Counter(r["run_id"] for r in rows)[failed.run_id] == 2  # its table row and its file, once each
+    assert not (audit / "_unrecorded").exists()
+    assert verify_chain(spark, str(audit)).ok
+    vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))  # nothing kept: nothing again
+    assert Counter(r["run_id"] for r in _audit_rows(audit))[failed.run_id] == 2
+
+
+def test_rows_kept_on_the_driver_when_nothing_beside_the_audit_takes_them_are_appended_by_record(
+        spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    table, inventory, _ = _lake(spark, tmp_path)
+    audit = tmp_path / "audit"
+    vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))
+    with _commit_fails(audit, also_journal=True):
+        failed = _vacuum(spark, inventory, table, audit)
+    [problem] = failed.audit_problems
+    command = problem.split("append them with: ", 1)[1]
+    assert command.startswith(f"python -m vacuum_jobs record --audit-table {audit} --journal {tmp_path / 'cache'}")
+
+    assert main([*command.split()[3:], "--master", "local[2]"]) == 0
+
+    assert "appended 1 kept run(s) to" in capsys.readouterr().out
+    deleted = [r for r in _audit_rows(audit) if r["run_id"] == failed.run_id and r["action"] == "deleted"]
+    assert len(deleted) == 1 and verify_chain(spark, str(audit)).ok
+    assert main([*command.split()[3:], "--master", "local[2]"]) == 0  # kept runs are removed once appended
+    assert len([r for r in _audit_rows(audit) if r["run_id"] == failed.run_id]) == 2
+
+
+def test_a_purge_refuses_an_unwritable_audit_before_erasing_and_keeps_its_rows_when_the_commit_fails(
+        spark, tmp_path):
+    table, inventory, _ = _lake(spark, tmp_path)
+    audit, trash = tmp_path / "audit", tmp_path / "trash"
+    deleted = _vacuum(spark, inventory, table, audit, delete=DeleteSettings(trash=str(trash)))
+    assert deleted.tables[0].counts.deleted_files == 1
+    kept = set(trash.rglob("*.parquet"))
+    assert len(kept) == 1
+
+    (audit / "_unrecorded").write_text("a file where the run would keep its rows")
+    with pytest.raises(UndoError, match="cannot be written: .*nothing was deleted"):
+        purge(spark, str(audit), 0, dry_run=False)
+    assert set(trash.rglob("*.parquet")) == kept  # nothing erased
+    (audit / "_unrecorded").unlink()
+
+    with _commit_fails(audit):
+        report = purge(spark, str(audit), 0, dry_run=False)
+    assert not list(trash.rglob("*.parquet"))  # erased, and said so though the audit did not take it
+    assert not report.ok and f"did not take run {report.run_id}" in report.audit_problems[0]
+
+    again = purge(spark, str(audit), 0, dry_run=False)  # appends the kept purge first: nothing left to purge
+
+    assert again.ok and not again.tables
+    purged = [r for r in _audit_rows(audit) if r["run_id"] == report.run_id and r["action"] == "purged"]
+    assert len(purged) == 1 and verify_chain(spark, str(audit)).ok
+
