@@ -18,7 +18,7 @@ gains them (null in old rows) on its next append, and :func:`read_audit` reads t
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
@@ -127,6 +127,22 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
     is still one run of the chain. The rows are chained after the table's head (lakeio.audit_chain):
     two runs appending at once fork the chain, which verifying reports. When the append fails, the
     rows are kept for the next run (lakeio.audit_journal) and :class:`AuditNotRecorded` says where."""
+    rows = run_rows(spark, run_id, started_ms, tables, outcomes, inventory_date, source_run_id)
+    try:
+        append_rows(spark, audit_table, rows, rows_date(started_ms))
+    except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
+        raise audit_journal.keep(spark, audit_table, run_id, rows, first_line(exc)) from None
+
+
+def rows_date(started_ms: int) -> date:
+    """A run's ``run_date``: the UTC day it started."""
+    return datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc).date()
+
+
+def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence[RunTable],
+             outcomes: DataFrame | None, inventory_date: date | None = None,
+             source_run_id: str | None = None) -> DataFrame:
+    """One run's rows, not chained yet (see :func:`append_run`)."""
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
@@ -146,10 +162,7 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
             sources.cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
         ))
-    try:
-        append_rows(spark, audit_table, rows, started.date())
-    except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
-        raise audit_journal.keep(spark, audit_table, run_id, rows, first_line(exc)) from None
+    return rows
 
 
 def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date) -> None:
@@ -166,10 +179,13 @@ class Recorded:
     problems: list[str] = field(default_factory=list)
 
 
-def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None) -> Recorded:
+def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None,
+                settle: Callable[[DataFrame, str], DataFrame | None] | None = None) -> Recorded:
     """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit_journal) to
     the audit table, the earliest first, each in one chained append, and remove each once it is in;
-    a kept run the audit already holds is removed, not appended again. Raises what the append raises."""
+    a kept run the audit already holds is removed, not appended again. A run that left only the
+    files it set out to delete (killed before it recorded) becomes the rows ``settle`` makes of them
+    (None: it may still be running, and stays). Raises what the append raises."""
     storage = Storage(spark)
     folder = uris.to_uri(journal) if journal else audit_journal.journal_of(audit_table)
     done = Recorded()
@@ -182,22 +198,30 @@ def record_kept(spark: SparkSession, audit_table: str, journal: str | None = Non
         held = set()
     pending = []
     for kept in runs:
+        run_id = uris.name(kept)
+        parts = {uris.name(e.uri) for e in storage.list(kept) if e.is_dir}
         try:
-            rows = spark.read.schema(_UNCHAINED).parquet(kept)
+            if audit_journal.ROWS in parts:
+                rows = spark.read.schema(_UNCHAINED).parquet(uris.join(kept, audit_journal.ROWS))
+            elif audit_journal.INTENT in parts and settle is not None:
+                settled = settle(spark.read.parquet(uris.join(kept, audit_journal.INTENT)), run_id)
+                if settled is None:
+                    continue
+                rows = settled.localCheckpoint(eager=True)  # checked once: the store moves on
+            else:
+                continue
             first, run_date = rows.agg(F.min("timestamp"), F.min("run_date")).collect()[0]
         except Exception as exc:  # noqa: BLE001 - one unreadable folder must not keep the others out
             done.problems.append(f"{kept}: cannot read the kept rows: {first_line(exc)}")
             continue
-        pending.append((first, uris.name(kept), kept, rows, run_date))
+        pending.append((first, run_id, kept, rows, run_date))
     for _, run_id, kept, rows, run_date in sorted(pending, key=lambda p: (p[0] is None, p[0] or 0, p[1])):
         if run_id not in held and run_date is not None:
             append_rows(spark, audit_table, rows, run_date)
-            log.warning("recorded run %s in %s from %s, kept there when its own append failed", run_id, audit_table,
-                        kept)
+            log.warning("recorded run %s in %s from %s, kept there when its own append failed or never came",
+                        run_id, audit_table, kept)
             done.runs.append(run_id)
-        storage.delete(kept, recursive=True)
-    if journal is None and not storage.list(folder):
-        storage.delete(folder, recursive=True)
+        audit_journal.drop(spark, audit_table, run_id, journal)
     return done
 
 

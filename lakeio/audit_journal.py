@@ -8,7 +8,9 @@ reader or vacuum looks into), or, when even that fails, in a folder on the drive
 The next run against the audit table appends what its folder keeps, in the order the runs
 happened, before anything of its own; ``python -m vacuum_jobs record`` does the same for a
 folder named by hand. A kept run the audit already holds (its append landed, then failed) is
-dropped, not appended twice.
+dropped, not appended twice. Beside a run's kept ``rows/`` its ``intent/`` may lie: the files it
+set out to delete, noted before the first (vacuum_jobs.interrupted reads them back when the run
+died before it recorded).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from lakeio.text import first_line
 log = logging.getLogger(__name__)
 
 FOLDER = "_unrecorded"
+ROWS = "rows"  # a run's rows, kept when its append failed
+INTENT = "intent"  # the files a run sets out to delete, noted before the first (vacuum_jobs.interrupted)
 
 
 class AuditUnwritable(Exception):
@@ -66,13 +70,13 @@ def keep(spark: SparkSession, audit_table: str, run_id: str, rows: DataFrame, wh
     where they are and what records them."""
     kept = uris.join(journal_of(audit_table), run_id)
     try:
-        rows.write.mode("overwrite").parquet(kept)
+        rows.write.mode("overwrite").parquet(uris.join(kept, ROWS))
         then = "the next run against the audit table appends them first"
     except Exception as beside_failed:  # noqa: BLE001 - the driver's own disk is the last place left
         journal = os.path.join(cache_dir(), "unrecorded", hashlib.sha256(audit_table.encode()).hexdigest()[:16])
         kept = os.path.join(journal, run_id)
         try:
-            pq.write_table(_collected(rows), os.path.join(_fresh(kept), "rows.parquet"))
+            pq.write_table(_collected(rows), os.path.join(_fresh(os.path.join(kept, ROWS)), "part-0.parquet"))
         except Exception as local_failed:  # noqa: BLE001
             return AuditNotRecorded(
                 f"audit table {audit_table} did not take run {run_id} ({why}), and its rows could be kept neither "
@@ -82,6 +86,15 @@ def keep(spark: SparkSession, audit_table: str, run_id: str, rows: DataFrame, wh
     log.warning("audit table %s did not take run %s: %s; rows kept in %s", audit_table, run_id, why, kept)
     return AuditNotRecorded(f"audit table {audit_table} did not take run {run_id}: {why}; its rows are kept in "
                             f"{kept}: {then}")
+
+
+def drop(spark: SparkSession, audit_table: str, run_id: str, journal: str | None = None) -> None:
+    """A run's kept rows or note are in the audit table: its folder goes, and the journal folder once empty."""
+    storage = Storage(spark)
+    folder = uris.to_uri(journal) if journal else journal_of(audit_table)
+    storage.delete(uris.join(folder, run_id), recursive=True)
+    if journal is None and storage.exists(folder) and not storage.list(folder):
+        storage.delete(folder, recursive=True)
 
 
 def _collected(rows: DataFrame) -> pa.Table:

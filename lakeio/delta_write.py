@@ -195,8 +195,10 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
     if table is None:
         storage = Storage(spark)
         no_table_yet = _no_table_yet(storage, table_uri)
+        # Hidden names are no data (every engine skips them): an audit table's journal may come before its first commit.
         leftovers = [f for f in storage.list(table_uri)
-                     if not RUN_FOLDER.match(uris.name(f.uri)) and not (no_table_yet and uris.name(f.uri) == "_delta_log")]
+                     if not RUN_FOLDER.match(uris.name(f.uri)) and not (no_table_yet and uris.name(f.uri) == "_delta_log")
+                     and not (uris.name(f.uri).startswith(("_", ".")) and uris.name(f.uri) != "_delta_log")]
         if leftovers:
             raise IncompatibleTable(f"{table_uri}: not empty and not a Delta table (holds {uris.name(leftovers[0].uri)}); "
                                     "refusing to write into it") from None

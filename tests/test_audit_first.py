@@ -50,13 +50,15 @@ def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[None]:
     """The audit table's ``_delta_log/`` turns into a file when a run commits to it (and, with
     ``also_journal``, so does the folder where the run would keep its rows); put back on exit."""
     log, away = audit / "_delta_log", audit / "_delta_log.away"
+    journal, journal_away = audit / "_unrecorded", audit / "_unrecorded.away"
 
     def hook(table_uri: str) -> None:
         if table_uri.rstrip("/").endswith(str(audit)) and not away.exists():
             log.rename(away)
             log.write_text("not a folder")
-            if also_journal:
-                (audit / "_unrecorded").write_text("not a folder")
+            if also_journal:  # where the run noted what it set out to delete
+                journal.rename(journal_away)
+                journal.write_text("not a folder")
 
     delta_write.BEFORE_COMMIT.append(hook)
     try:
@@ -66,8 +68,9 @@ def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[None]:
         if away.exists():
             log.unlink()
             away.rename(log)
-        if also_journal:
-            (audit / "_unrecorded").unlink(missing_ok=True)
+        if journal_away.exists():
+            journal.unlink()
+            journal_away.rename(journal)
 
 
 def test_an_audit_table_that_cannot_be_written_refuses_the_run_before_any_delete(spark, tmp_path):

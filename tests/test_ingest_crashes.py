@@ -140,7 +140,8 @@ COMMIT_MOVES = "link,linkat,rename,renameat,renameat2"
 
 def test_a_run_killed_at_its_first_commit_leaves_no_table_the_rerun_refuses(spark, tmp_path):
     """SIGKILL at the very system call that would put ``00000000000000000000.json`` in place
-    (strace's fault injection, matched on that path): whatever the writer staged stays in
+    (strace's fault injection, matched on that path; the call fails too, however soon the signal
+    lands): whatever the writer staged stays in
     ``_delta_log/``, no table yet. deltalake's commit only: Delta's JVM writer renames from a
     random name, which strace's path filter cannot single out (test_ingest_overlap leaves its
     staged names in a log by hand)."""
@@ -153,7 +154,7 @@ def test_a_run_killed_at_its_first_commit_leaves_no_table_the_rerun_refuses(spar
     first_commit = table / "_delta_log" / f"{0:020d}.json"
     job = subprocess.run(
         ["strace", "-f", "-qq", "--seccomp-bpf", "-o", os.devnull, "-P", str(first_commit),
-         "-e", f"trace={COMMIT_MOVES}", "-e", f"inject={COMMIT_MOVES}:signal=SIGKILL",
+         "-e", f"trace={COMMIT_MOVES}", "-e", f"inject={COMMIT_MOVES}:error=EIO:signal=SIGKILL",
          sys.executable, "-m", "inventory_etl", "--inventory-table", str(table), "--inventory-root", str(root),
          "--master", "local[2]"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -114,8 +114,10 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     assert not versions.get("Versions"), "purge erased every version of the orphan"
     assert _rows(spark, table) == rows
 
-    # The reports read the same tables on S3: a new delivery after the purge, then the chargeback and erasure.
-    later = _deliver(s3, tmp_path / "dest2", lake, housekeeping, _objects(s3, lake, 0), datetime.now(timezone.utc))
+    # The reports read the same tables on S3: the next day's delivery (taken after the purge: the erasure
+    # evidence trusts no same-day inventory to postdate it), then the chargeback and erasure.
+    later = _deliver(s3, tmp_path / "dest2", lake, housekeeping, _objects(s3, lake, 0),
+                     datetime.now(timezone.utc) + timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([later]).refused
     charges = chargeback(spark, inventory)
     assert not charges.unreadable
@@ -124,3 +126,33 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     evidence = erasure(spark, audit, inventory, paths=[f"s3://{lake}/warehouse/orders/stale-orphan.parquet"])
     assert not evidence.refused, evidence.refused
     assert [a.status for a in evidence.answers] == ["erased"], evidence.answers
+
+
+def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(spark, s3, s3_endpoint, tmp_path):
+    """The next day's all-versions inventory lists the delete markers the first run added and the
+    versions they hide: none is a candidate again, and the hidden bytes are the table's noncurrent ones."""
+    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
+    for bucket in (lake, housekeeping):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
+    table = f"s3a://{lake}/warehouse/orders"
+    _write_lake_table(spark, table)
+    inventory = f"s3a://{housekeeping}/tables/inventory"
+    now = datetime.now(timezone.utc)
+    first = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(days=1))
+    assert not IngestInventory(spark, inventory, {}).execute([first]).refused
+    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True,
+                 delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48)
+    [report] = run.tables
+    assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == 0
+
+    listed = _objects(s3, lake, aged_days=10)
+    hidden = [o for o in listed if not o.is_latest and not o.is_delete_marker]
+    assert len(hidden) == report.counts.deleted_files  # one version behind each delete marker
+    second = _deliver(s3, tmp_path / "d2", lake, housekeeping, listed, now)
+    assert not IngestInventory(spark, inventory, {}).execute([second]).refused
+    again = vacuum(spark, inventory, [table], dry_run=True, retain_hours=0, force_retention=True)
+
+    [counts] = [t.counts for t in again.tables]
+    assert (counts.candidate_files, counts.missing_files) == (0, 0), counts
+    assert (counts.noncurrent_files, counts.noncurrent_bytes) == (len(hidden), sum(o.size or 0 for o in hidden))

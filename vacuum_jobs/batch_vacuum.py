@@ -38,6 +38,7 @@ from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
+from vacuum_jobs.interrupted import forget_intent, note_intent, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
@@ -98,6 +99,7 @@ class BatchVacuum:
         self.progress = step_announcer(spark, log)
         check_workers(spark)
         self.storage = Storage(spark)
+        self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
 
     def execute(self, tables: Tables) -> RunReport:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
@@ -152,8 +154,11 @@ class BatchVacuum:
                 self.progress(f"recording {self.options.audit_table}")
                 try:
                     write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+                    forget_intent(self.spark, self.options.audit_table, run.run_id)
                 except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
                     run.audit_problems.append(str(unrecorded))
+            # Only now that the outcomes are recorded (or kept): a run killed before reads them back.
+            DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
         finally:
             # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
             if plan is not None:
@@ -170,7 +175,7 @@ class BatchVacuum:
         check_audit_table(self.spark, audit)
         prove_writable(self.spark, audit)
         try:
-            recorded = record_kept(self.spark, audit)
+            recorded = record_kept(self.spark, audit, settle=settler(self.spark, self.options.delete))
         except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
             run.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
             return
@@ -399,10 +404,13 @@ class BatchVacuum:
                 reports[root].status = TableStatus.DRY_RUN
             return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
         targets = of_tables(candidates, deleting)
+        if self.options.audit_table:  # read back by the next run, should this one die before it records
+            note_intent(self.spark, self.options.audit_table, run_id, targets, self.options.delete.trash,
+                        inventory.day)
         outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
         # Deletes must run exactly once: materialize before counting and recording.
         outcomes = outcomes.localCheckpoint(eager=True)
-        DeleteJournal.remove(self.storage, deleting, run_id)
+        self.deleted_in = deleting
         for row in outcomes.groupBy("table_root", "action").agg(
             F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
             F.count(F.coalesce("delete_marker_id", "trash_path")).alias("restorable"),

@@ -209,8 +209,8 @@ class DeleteJournal:
 
     A retried or speculative attempt that finds a file gone reads the other attempts' notes: a
     file one of them noted was deleted by this run. The driver removes the run's folder once the
-    outcomes are kept; a run killed before that leaves it behind (hidden: no vacuum deletes it),
-    safe to remove by hand."""
+    outcomes are recorded; a run killed before that leaves it behind (hidden: no vacuum deletes
+    it) for the next run to read back (vacuum_jobs.interrupted), which then removes it."""
 
     FOLDER = "_vacuum_journal"
 
@@ -402,3 +402,17 @@ def _error_code(exc: Exception) -> tuple[str | None, int | None]:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def key_versions(client, path: str) -> list[dict]:
+    """Every version and delete marker of exactly this key (``marker`` says which)."""
+    bucket, _, key = path[len("s3://"):].partition("/")
+    found: list[dict] = []
+    params = {"Bucket": bucket, "Prefix": key}
+    while True:
+        page = client.list_object_versions(**params)
+        found += [dict(v, marker=False) for v in page.get("Versions", []) if v["Key"] == key]
+        found += [dict(m, marker=True) for m in page.get("DeleteMarkers", []) if m["Key"] == key]
+        if not page.get("IsTruncated") or page.get("NextKeyMarker") != key:
+            return found
+        params.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])

@@ -131,12 +131,15 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     # The newest row of the path wins (by modification time, as Delta's own inventory vacuum), a
     # current version a tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
     newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
+    # A version a delete marker (or a newer version) hides: bytes the bucket keeps, never a candidate.
+    noncurrent = ~F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
         current.alias("current"), newest.alias("newest"),
+        F.when(noncurrent, F.coalesce(F.col("length"), F.lit(0))).alias("noncurrent_length"),
     ), roots).join(tables, "table_root").select(
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
-        "length", "isDir", "modificationTime", "current", "newest")
+        "length", "isDir", "modificationTime", "current", "newest", "noncurrent_length")
     key = ["table_id", "inside", "relative"]
     rows = logged.unionByName(listed, allowMissingColumns=True)
     referenced = [F.lit(None).cast("int").alias("referenced_by")]
@@ -154,6 +157,7 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),
         F.max("log_old_live").alias("log_old_live"), F.count("problem").alias("problems"),
         F.coalesce(F.max_by("current", "newest"), F.lit(False)).alias("present"),
+        F.count("noncurrent_length").alias("noncurrent_versions"), F.sum("noncurrent_length").alias("noncurrent_length"),
         *[F.max_by(name, "newest").alias(name) for name in ("length", "isDir", "modificationTime")],
     )
 
@@ -170,6 +174,8 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
     counts = [c for name in Category for c in files_and_bytes(name.value, F.col("category") == name.value, "length")]
     counts += files_and_bytes("live", log_live, "log_size")
     counts += files_and_bytes("tombstone", ~log_live & tombstone, "log_size")
+    counts += [F.coalesce(F.sum("noncurrent_versions"), F.lit(0)).alias("noncurrent_files"),
+               F.coalesce(F.sum("noncurrent_length"), F.lit(0)).alias("noncurrent_bytes")]
     counts += [
         F.count(F.when(log_live & F.col("log_inside") & (F.col("log_written") < as_of_ms), 1)).alias("old_live"),
         F.count(F.when(F.col("log_old_live") & ~F.col("present"), 1)).alias("missing_files"),

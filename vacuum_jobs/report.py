@@ -43,6 +43,8 @@ class TableCounts:
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
     restorable_files: int = 0  # deleted files a delete marker hides or the trash holds: restore can bring them back
+    noncurrent_files: int = 0  # versions the inventory lists as noncurrent (what delete markers hide): never candidates
+    noncurrent_bytes: int = 0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -49,7 +49,14 @@ from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target, prune_empty_folders, where_reachable
+from vacuum_jobs.deleter import (
+    DeleteSettings,
+    S3BatchDeleter,
+    Target,
+    key_versions,
+    prune_empty_folders,
+    where_reachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +341,7 @@ def _check_restore(row, client) -> Verdict:
     if row["delete_marker_id"] is None:
         return (AuditAction.NOT_RESTORED, "the delete was final: no delete marker or trash recorded (the store "
                                           "keeps no versions, and the run had no --trash)")
-    versions = _key_versions(client, row["path"])
+    versions = key_versions(client, row["path"])
     latest = next((v for v in versions if v["IsLatest"]), None)
     if latest is None:
         return (AuditAction.NOT_RESTORED, "the key holds no version any more (purged, or expired by a lifecycle "
@@ -357,7 +364,7 @@ def _check_purge(row, client) -> Verdict:
     if hidden is None:
         return (AuditAction.NOT_PURGED, "the version the delete hid is not recorded (the inventory listed no "
                                         "version id): expire it with a lifecycle rule")
-    listed = _key_versions(client, row["path"])
+    listed = key_versions(client, row["path"])
     versions = {v["VersionId"]: v for v in listed}
     if hidden not in versions:
         return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
@@ -376,20 +383,6 @@ def _listing_client(settings: DeleteSettings):
     """A client for the version listings, with botocore's own retries (reads are not paced)."""
     return S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds,
                                       retries={"mode": "standard", "max_attempts": settings.max_attempts})
-
-
-def _key_versions(client, path: str) -> list[dict]:
-    """Every version and delete marker of exactly this key (``marker`` says which)."""
-    bucket, _, key = path[len("s3://"):].partition("/")
-    found: list[dict] = []
-    params = {"Bucket": bucket, "Prefix": key}
-    while True:
-        page = client.list_object_versions(**params)
-        found += [dict(v, marker=False) for v in page.get("Versions", []) if v["Key"] == key]
-        found += [dict(m, marker=True) for m in page.get("DeleteMarkers", []) if m["Key"] == key]
-        if not page.get("IsTruncated") or page.get("NextKeyMarker") != key:
-            return found
-        params.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
 
 
 def _lifecycle_warnings(settings: DeleteSettings, tables: dict[str, dict[str, int]],

@@ -1,0 +1,113 @@
+"""A vacuum killed part way, then run again: nothing a table needs is lost, every deleted file is in
+the audit exactly once as ``deleted``, and no journal is left behind.
+
+``python -m vacuum_jobs`` runs in a process of its own under strace, which sends SIGKILL at a named
+system call: the ``unlink`` of one planned file (the executor deleting it dies, and the run with
+it, some files deleted and none recorded), or the ``link`` that would put the audit's next commit
+in place (every file deleted, nothing recorded). The re-run in the test session reads the killed
+run's note back (vacuum_jobs.interrupted). ``VACUUM_SOAK_RUNS`` (default 1) sets how many more
+rounds kill at a randomly chosen planned file; ``SOAK_SEED`` picks them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakeio.audit import verify_chain
+from tests.lakes import inventory_of, vacuum
+
+pytestmark = pytest.mark.slow  # vacuum runs in subprocesses, killed mid-run
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = ("a", "b", "c")
+
+
+def _lake(tmp_path: Path) -> tuple[list[Path], dict[Path, int]]:
+    """Three tables, each with files its log no longer needs (overwritten), and their row counts."""
+    tables = []
+    for name in TABLES:
+        table = tmp_path / "lake" / name
+        for i in range(4):
+            write_deltalake(str(table), pa.table({"id": list(range(i * 10, i * 10 + 10))}), mode="overwrite")
+        tables.append(table)
+    return tables, {t: DeltaTable(str(t)).to_pyarrow_table().num_rows for t in tables}
+
+
+def _needed(table: Path) -> set[Path]:
+    return {Path(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()}
+
+
+def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls: str) -> subprocess.CompletedProcess:
+    """The vacuum, SIGKILLed by strace at the first of ``calls`` on path ``at``; that call fails as well,
+    so that nothing it would have done is done, however soon the signal lands."""
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            pytest.fail("strace is missing: .ci/run installs it")
+        pytest.skip("needs strace (apt-get install strace) to kill the run at a system call")
+    return subprocess.run(
+        ["strace", "-f", "-qq", "--seccomp-bpf", "-o", os.devnull, "-P", str(at), "-e", f"trace={calls}",
+         "-e", f"inject={calls}:error=EIO:signal=SIGKILL", sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory,
+         *[a for t in tables for a in ("--table", str(t))], "--retain-hours", "0", "--force-retention",
+         "--audit-table", str(audit), "--master", "local[2]"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True)
+
+
+def _kill_then_rerun(spark, tmp_path: Path, pick) -> None:
+    tables, rows = _lake(tmp_path)
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    audit = tmp_path / "audit"
+    planned = vacuum(spark, inventory, tables, dry_run=True, retain_hours=0, force_retention=True,
+                     audit_table=str(audit))  # the audit's version 0
+    candidates = sorted(Path(p.removeprefix("file://")) for p in
+                        {r["path"] for r in DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
+                         if r["run_id"] == planned.run_id and r["action"] == "would_delete"})
+    needed = {t: _needed(t) for t in tables}
+    at, calls = pick(candidates, audit)
+
+    killed = _killed_run(tables, inventory, audit, at, calls)
+
+    assert killed.returncode != 0, killed.stderr[-2000:]
+    gone_before_rerun = {c for c in candidates if not c.exists()}
+    assert at not in candidates or at not in gone_before_rerun  # killed before that very file went
+    rerun = vacuum(spark, inventory, tables, dry_run=False, retain_hours=0, force_retention=True,
+                   audit_table=str(audit))
+
+    assert rerun.ok, [(t.table, t.status, t.reason) for t in rerun.tables] + rerun.audit_problems
+    for table in tables:  # nothing a table needs is lost
+        assert all(f.exists() for f in needed[table]) and DeltaTable(str(table)).to_pyarrow_table().num_rows == rows[table]
+    audit_rows = DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
+    deleted = Counter(Path(r["path"].removeprefix("file://")) for r in audit_rows if r["action"] == "deleted")
+    assert deleted == Counter(candidates), "every planned file deleted, each recorded once as deleted"
+    by_killed_run = {Path(r["path"].removeprefix("file://")) for r in audit_rows
+                     if r["action"] == "deleted" and r["run_id"] not in (planned.run_id, rerun.run_id)}
+    assert by_killed_run == gone_before_rerun  # recorded as the killed run's, read back by the re-run
+    assert not (audit / "_unrecorded").exists() and not list(tmp_path.glob("lake/*/_vacuum_journal"))
+    assert verify_chain(spark, str(audit)).ok
+
+
+@pytest.mark.parametrize("point", ["at a planned file's unlink", "at the audit commit's link"])
+def test_a_vacuum_killed_at_a_named_point_then_rerun_records_every_delete_once(spark, tmp_path, point):
+    def pick(candidates: list[Path], audit: Path) -> tuple[Path, str]:
+        if point.startswith("at a planned"):
+            return candidates[len(candidates) // 2], "unlink,unlinkat"
+        return audit / "_delta_log" / f"{1:020d}.json", "link,linkat,rename,renameat,renameat2"
+
+    _kill_then_rerun(spark, tmp_path, pick)
+
+
+def test_soak_vacuums_killed_at_random_planned_files_then_rerun(spark, tmp_path):
+    rounds = int(os.environ.get("VACUUM_SOAK_RUNS", "1"))
+    chooser = random.Random(os.environ.get("SOAK_SEED", "vacuum-kills"))
+    for round_ in range(rounds):
+        _kill_then_rerun(spark, tmp_path / f"round-{round_}",
+                         lambda candidates, _: (chooser.choice(candidates), "unlink,unlinkat"))

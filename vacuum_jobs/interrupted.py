@@ -1,0 +1,121 @@
+"""Vacuum runs killed between their first delete and their audit append, settled by the next run.
+
+Before its first delete a run notes the files it sets out to delete (and where ``--trash`` would
+move each) in the audit table's journal, ``<audit>/_unrecorded/<run id>/intent/``, with the driver's
+host and process id; the run's own append removes the note. A note still there belongs to a run
+that died, once its process is gone (same host) or a day has passed (another host: a long run
+elsewhere may still be deleting). The next run against the audit table then looks at each noted
+file: gone from its place (moved into the trash, or under a delete marker on a versioned S3
+bucket) is recorded as that run's ``deleted``, with the marker or the trash path so that
+``restore`` can undo it; a local file gone that the run's delete journal did not note was gone
+before it, ``already_absent``; a file still there was never reached and gets no row. The killed
+run's table rows say ``failed``: it never finished.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import date, timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio import audit_journal, uris
+from lakeio.audit import AuditAction, RunTable, run_rows
+from lakeio.shapes import OUTCOMES
+from lakeio.storage import Storage
+from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
+
+# A run on another host noted this long ago is taken as dead.
+DEAD_AFTER = timedelta(days=1)
+
+
+def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: DataFrame, trash: str | None,
+                inventory_date: date | None) -> None:
+    """Note the files ``targets`` (shapes.CANDIDATES, with ``version_id`` on S3) before deleting any."""
+    version = F.col("version_id") if "version_id" in targets.columns else F.lit(None).cast("string")
+    moved = (F.concat(F.lit(uris.join(uris.to_uri(trash), run_id) + "/"),
+                      F.regexp_replace("path", r"^[a-z0-9+.\-]*:/*", "")) if trash else F.lit(None).cast("string"))
+    targets.select("table_root", "path", "length", "modificationTime", version.alias("version_id"),
+                   moved.alias("trash_path"), F.lit(socket.gethostname()).alias("host"),
+                   F.lit(os.getpid()).alias("pid"), F.lit(int(time.time() * 1000)).alias("noted_ms"),
+                   F.lit(inventory_date).cast("date").alias("inventory_date"),
+                   ).write.mode("overwrite").parquet(uris.join(audit_journal.journal_of(audit_table), run_id,
+                                                                audit_journal.INTENT))
+
+
+def forget_intent(spark: SparkSession, audit_table: str, run_id: str) -> None:
+    """The run's rows are in the audit: its note goes."""
+    audit_journal.drop(spark, audit_table, run_id)
+
+
+def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFrame, str], DataFrame | None]:
+    """What :func:`lakeio.audit.record_kept` calls on a run that left only its note: the rows of
+    what it did (None while it may still be running)."""
+
+    def settle(intent: DataFrame, run_id: str) -> DataFrame | None:
+        owner = intent.select("host", "pid", "noted_ms", "inventory_date").first()
+        if owner is None or _may_be_running(owner["host"], owner["pid"], owner["noted_ms"]):
+            return None
+        outcomes = where_reachable(spark, intent, OUTCOMES.schema,
+                                   lambda rows, _: _looked_at(rows, settings, run_id, None),
+                                   lambda rows: _looked_at(rows, settings, run_id, Storage(spark))
+                                   ).localCheckpoint(eager=True)  # looked at once, before the journals go
+        roots = sorted(r["table_root"] for r in intent.select("table_root").distinct().collect())
+        DeleteJournal.remove(Storage(spark), roots, run_id)
+        why = "killed before it recorded: its deletes were read back from its note by a later run"
+        tables = [RunTable(root, AuditAction.TABLE_FAILED, why) for root in roots]
+        return run_rows(spark, run_id, owner["noted_ms"], tables, outcomes, owner["inventory_date"])
+
+    return settle
+
+
+def _may_be_running(host: str, pid: int, noted_ms: int) -> bool:
+    if host == socket.gethostname():
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process of that number: alive
+            return True
+        return True
+    return noted_ms > (time.time() - DEAD_AFTER.total_seconds()) * 1000
+
+
+def _looked_at(rows: Iterable, settings: DeleteSettings, run_id: str, storage: Storage | None) -> Iterator[tuple]:
+    """The outcome of each noted file that is no longer in its place (one task's share, or the
+    driver's through Hadoop for other stores)."""
+    client = None
+    journals: dict[str, DeleteJournal] = {}
+    now_ms = int(time.time() * 1000)
+    for row in rows:
+        path, trash = row["path"], row["trash_path"]
+        marker = None
+        if path.startswith("s3:"):
+            client = client or S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds,
+                                                          retries={"mode": "standard",
+                                                                   "max_attempts": settings.max_attempts})
+            versions = key_versions(client, path)
+            latest = next((v for v in versions if v["IsLatest"]), None)
+            if latest is not None and not latest["marker"]:
+                continue  # still there
+            marker = latest["VersionId"] if latest is not None else None
+            action = AuditAction.DELETED
+        else:
+            exists = storage.exists if storage is not None else (lambda u: os.path.lexists(uris.local_path(u)))
+            if exists(path):
+                continue
+            if trash and exists(trash):
+                action = AuditAction.DELETED
+            elif storage is not None:
+                action, trash = AuditAction.DELETED, None
+            else:
+                journal = journals.setdefault(row["table_root"], DeleteJournal(row["table_root"], run_id))
+                action, trash = journal.gone(path), None
+        yield (row["table_root"], path, row["length"], row["modificationTime"], action.value,
+               "read back after the run was killed", now_ms, row["version_id"] if marker else None, marker, trash)
