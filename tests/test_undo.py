@@ -33,7 +33,7 @@ from tests.lakes import inventory_of, vacuum
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.batch_vacuum import _with_versions
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, delete_planned
+from vacuum_jobs.deleter import DeleteSettings, delete_planned
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 from vacuum_jobs.undo import Undo, UndoOptions, purge, restore
 
@@ -79,8 +79,9 @@ def _vacuum_s3(spark, audit: str, inventory: str, tables: list[str], options: di
     return [r[1] for r in rows]
 
 
-def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3_endpoint, tmp_path, capsys):
-    client = S3BatchDeleter.make_client(s3_endpoint)
+@pytest.mark.s3a  # purge reads the tables' logs again through Spark's S3 connector
+def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3, s3_endpoint, tmp_path, capsys):
+    client = s3
     bucket = f"undo-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
@@ -230,7 +231,7 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
         assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
 
     def evidence() -> tuple[dict[str, str], object]:
-        options_ = ErasureOptions(audit, inventory, now_ms=_now_ms() + 2 * DAY_MS, tables=[table])
+        options_ = ErasureOptions(audit, inventory, now_ms=_now_ms() + 9 * DAY_MS, tables=[table])
         answers = ErasureEvidence(spark, options_).execute(paths=removed).answers
         document = erasure_request(spark, CommitQuestion(table, 2), "forget-me", audit, inventory,
                                    now_ms=options_.now_ms, tables=[table])
@@ -242,7 +243,7 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
     assert set(statuses.values()) == {"soft_deleted"} and document.verdict.status != "done"
     assert any(c.path == removed[0] and c.status == "noncurrent_version" for c in document.copies)
 
-    purged = purge(spark, audit, 0, dry_run=False, now_ms=_now_ms() + DAY_MS,
+    purged = purge(spark, audit, 0, dry_run=False, now_ms=_now_ms() + 8 * DAY_MS,  # past the table's retention
                    delete=DeleteSettings(endpoint_url=s3_endpoint))
     assert purged.tables == {table: {"purged": len(removed)}} and purged.ok
     left = _listing(client, bucket)
@@ -254,6 +255,29 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
     statuses, document = evidence()
     assert set(statuses.values()) == {"erased"}
     assert document.verdict.status == "done", document.verdict.reasons
+
+
+def test_a_purge_leaves_alone_what_a_table_needs_again_and_says_how_to_bring_it_back(spark, tmp_path):
+    """Between a vacuum and its purge the table is RESTOREd to a version that needs a deleted file
+    again: the purge reads the logs once more, erases nothing any table needs, and names the restore."""
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1, 2]}))
+    write_deltalake(str(table), pa.table({"id": [3]}), mode="overwrite")
+    inventory, audit, trash = inventory_of(spark, tmp_path / "lake", tmp_path), str(tmp_path / "audit"), tmp_path / "trash"
+    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+                 delete=DeleteSettings(trash=str(trash)))
+    [moved] = list(trash.rglob("*.parquet"))
+    DeltaTable(str(table)).restore(0, ignore_missing_files=True)  # version 0's file is live again, and sits in the trash
+
+    purged = purge(spark, audit, 0, dry_run=False)
+
+    assert purged.tables == {f"file://{table}": {"not_purged": 1}} and not purged.ok
+    assert moved.exists()
+    [problem] = purged.problems
+    command = f"python -m vacuum_jobs restore --audit-table {audit} --run-id {run.run_id} --table file://{table}"
+    assert f"a table needs it again: file://{table} (live); bring it back with: {command}" in problem
+    assert restore(spark, audit, run.run_id, dry_run=False).ok
+    assert sorted(DeltaTable(str(table)).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
 
 
 def _files(root: Path) -> dict[str, bytes]:

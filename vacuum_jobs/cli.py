@@ -109,6 +109,9 @@ def build_undo_parser(command: str) -> argparse.ArgumentParser:
     else:
         parser.add_argument("--older-than-days", required=True, type=float, metavar="N",
                             help="the undo window: purge deletes made more than N days ago")
+        parser.add_argument("--inventory-table", metavar="URI",
+                            help="before erasing, re-check what every Delta table this inventory shows needs "
+                                 "(default: every table the audit names)")
     parser.add_argument("--table", action="append", metavar="URI", help="only this table; repeat for several")
     parser.add_argument("--apply", action="store_true", help="act (default: a dry run saying what would change)")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
@@ -150,7 +153,8 @@ def undo_main(command: str, argv: list[str]) -> int:
     if command == "purge" and not args.older_than_days >= 0:
         parser.error("--older-than-days must be >= 0")
     options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
-                          delete=DeleteSettings(endpoint_url=args.s3_endpoint_url))
+                          delete=DeleteSettings(endpoint_url=args.s3_endpoint_url),
+                          inventory_table=getattr(args, "inventory_table", None))
     setup_logging(args.log_level)
     spark = get_spark(f"vacuum_jobs.{command}", args.master)
     if why := check_report_destination(spark, args.report):

@@ -11,7 +11,9 @@ while it still looks as the run left it, checked against the key's version listi
 
 - restore: the run's marker is still the key's latest version. A key written or deleted
   again since is left alone (``not_restored``, with why).
-- purge: the hidden version is not the key's current version again (restored by hand), so
+- purge: no table needs the file again (its log and every other audited table's are read
+  again: a Delta RESTORE, a clone of an old version), and the hidden version is not the key's
+  current version again (restored by hand), so
   purging never removes a current object. It erases that version and every other noncurrent
   version of the key older than the run's delete marker (a retried upload, an in-place copy:
   the same rows under the same name); a version written after the marker is left. A version
@@ -39,12 +41,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from inventory_etl.contract import current_objects, inventory_snapshot
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit, record_kept
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import IncompatibleTable
-from lakeio.shapes import OUTCOMES
+from lakeio.deltalog.keep import keep_set
+from lakeio.deltalog.ownership import delta_roots
+from lakeio.deltalog.references import retention_cutoffs
+from lakeio.deltalog.replay import read_logs
+from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -75,6 +82,7 @@ class UndoOptions:
     tables: Sequence[str] | None = None  # default: every table of the run (restore) or the audit (purge)
     dry_run: bool = True  # acting is said out loud: dry_run=False
     delete: DeleteSettings = field(default_factory=DeleteSettings)  # endpoint, pace, retries
+    inventory_table: str | None = None  # purge: also re-check every Delta table it shows (default: the audited ones)
     now_ms: int | None = None  # for tests
 
 
@@ -166,7 +174,47 @@ class Undo:
             finished.select("path", "source_run_id"), ["path", "source_run_id"], "left_anti")
         report = self._report("purge", now_ms, f"deletes older than {older_than_days:g} day(s), before "
                                                f"{iso_utc(before_ms)}")
-        return self._run(report, selected, AuditAction.PURGED, now_ms, older_than_days)
+        needed = self._needed_again(audit, report, now_ms)
+        left_alone = selected.join(needed, "path").select(
+            *[F.col(c) for c in _UNDONE.names if c not in ("action", "error", "at_ms")],
+            F.lit(AuditAction.NOT_PURGED.value).alias("action"),
+            F.concat(F.lit("a table needs it again: "), F.col("needed_by"),
+                     F.when(F.col("live"), F.lit(" (live)")).otherwise(F.lit(" (within its retention)")),
+                     F.lit("; bring it back with: python -m vacuum_jobs restore --audit-table "
+                           f"{self.options.audit_table} --run-id "), F.col("source_run_id"),
+                     F.lit(" --table "), F.col("table_root")).alias("error"),
+            F.lit(now_ms).alias("at_ms")).select(*_UNDONE.names)
+        return self._run(report, selected.join(needed, "path", "left_anti"), AuditAction.PURGED, now_ms,
+                         older_than_days, left_alone)
+
+    def _needed_again(self, audit: DataFrame, report: UndoReport, now_ms: int) -> DataFrame:
+        """``(path, needed_by, live)``: the files some table of the lake needs now (live, or a tombstone
+        inside its retention): a Delta RESTORE, a clone of an old version, a longer retention since the
+        vacuum. Purge erases for good, so it reads the logs again, as the vacuum does before deleting:
+        every table the audit names, and with ``inventory_table`` every Delta table the inventory shows.
+        A table whose log cannot be read keeps its own files this run (named in the warnings)."""
+        roots = {uris.table_root(r["table_root"]) for r in
+                 audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
+        if self.options.inventory_table:
+            snapshot = inventory_snapshot(self.spark, catalog.resolve(self.spark, self.options.inventory_table))
+            roots.update(delta_roots(current_objects(snapshot.rows)))
+        if not roots:
+            return self.spark.createDataFrame([], "path string, needed_by string, live boolean")
+        self.progress(f"reading the logs of {len(roots)} table(s) for the files they need again")
+        replay = read_logs(self.spark, Storage(self.spark), sorted(roots), check_paths=False)
+        limits = local_frame(self.spark, sorted(retention_cutoffs(replay.states.values(), now_ms).items()),
+                             "table_root string, cutoff_ms long")
+        needed = keep_set(replay.files.join(F.broadcast(limits), "table_root")).select(
+            uris.canonical_col(F.col("path")).alias("path"), F.col("table_root").alias("needed_by"), "live")
+        unread = sorted(replay.failures)
+        for root in unread:
+            report.warnings.append(f"{root}: its log cannot be read ({replay.failures[root]}): its files are not "
+                                   "purged this run")
+        if unread:
+            needed = needed.unionByName(audit.where(F.col("table_root").isin(unread) & F.col("path").isNotNull())
+                                        .select("path", F.col("table_root").alias("needed_by"),
+                                                F.lit(False).alias("live")))
+        return needed.groupBy("path").agg(F.min("needed_by").alias("needed_by"), F.max("live").alias("live"))
 
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = self.options.now_ms or int(time.time() * 1000)
@@ -200,7 +248,8 @@ class Undo:
                           audit_problems=list(self.audit_problems))
 
     def _run(self, report: UndoReport, selected: DataFrame, done: AuditAction, now_ms: int,
-             undo_window_days: float | None) -> UndoReport:
+             undo_window_days: float | None, left_alone: DataFrame | None = None) -> UndoReport:
+        """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``)."""
         rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
                                "trash_path", "source_run_id")
         self.progress(f"checking the files to {report.command}")
@@ -210,7 +259,10 @@ class Undo:
             spark, rows, _UNDONE,
             lambda part, slices: _act(part, done, settings, settings.keys_per_second / slices, dry_run),
             lambda part: _act(part, done, settings, settings.keys_per_second, dry_run, Storage(spark)),
-        ).localCheckpoint(eager=True)
+        )
+        if left_alone is not None:
+            outcomes = outcomes.unionByName(left_alone)
+        outcomes = outcomes.localCheckpoint(eager=True)
         for row in outcomes.groupBy("table_root", "action").count().collect():
             report.tables.setdefault(row["table_root"], {})[row["action"]] = row["count"]
         for row in outcomes.where(F.col("action").isin(*[a.value for a in _LEFT_ALONE])).orderBy("path").limit(
