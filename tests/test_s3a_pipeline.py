@@ -63,6 +63,17 @@ def _write_lake_table(spark, table: str) -> None:
     write_deltalake(s3_table, pa.table({"id": list(range(5))}), mode="overwrite")
 
 
+def _lake(spark, s3) -> tuple[str, str, str]:
+    """A versioned lake bucket holding one table, and a bucket for the project's own tables."""
+    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
+    for bucket in (lake, housekeeping):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
+    table = f"s3a://{lake}/warehouse/orders"
+    _write_lake_table(spark, table)
+    return lake, housekeeping, table
+
+
 def _rows(spark, table: str) -> int:
     if delta_jars_present():
         return spark.read.format("delta").load(table).count()
@@ -70,12 +81,7 @@ def _rows(spark, table: str) -> int:
 
 
 def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
-    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
-    for bucket in (lake, housekeeping):
-        s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
-    table = f"s3a://{lake}/warehouse/orders"
-    _write_lake_table(spark, table)
+    lake, housekeeping, table = _lake(spark, s3)
     s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")
     rows = _rows(spark, table)
     inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
@@ -131,12 +137,7 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
 def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(spark, s3, s3_endpoint, tmp_path):
     """The next day's all-versions inventory lists the delete markers the first run added and the
     versions they hide: none is a candidate again, and the hidden bytes are the table's noncurrent ones."""
-    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
-    for bucket in (lake, housekeeping):
-        s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
-    table = f"s3a://{lake}/warehouse/orders"
-    _write_lake_table(spark, table)
+    lake, housekeeping, table = _lake(spark, s3)
     inventory = f"s3a://{housekeeping}/tables/inventory"
     now = datetime.now(timezone.utc)
     first = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(days=1))

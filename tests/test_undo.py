@@ -45,6 +45,15 @@ def _now_ms() -> int:
     return int(datetime.now(timezone.utc).timestamp() * 1000)
 
 
+def _versioned_bucket(client, prefix: str, endpoint: str) -> tuple[str, dict]:
+    """A new bucket with versioning on, and deltalake's storage options for it."""
+    bucket = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    return bucket, {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                    "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+
 def _table(uri: str, options: dict) -> list[int]:
     """Four commits: two appends, an overwrite (removing both), an append. Returns its versions."""
     for mode, values in (("append", [1, 2]), ("append", [3]), ("overwrite", [4, 5]), ("append", [6])):
@@ -82,11 +91,7 @@ def _vacuum_s3(spark, audit: str, inventory: str, tables: list[str], options: di
 @pytest.mark.s3a  # purge reads the tables' logs again through Spark's S3 connector
 def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3, s3_endpoint, tmp_path, capsys):
     client = s3
-    bucket = f"undo-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
-    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    bucket, options = _versioned_bucket(client, "undo", s3_endpoint)
     kept, rewritten = f"s3://{bucket}/kept", f"s3://{bucket}/rewritten"
     versions = {t: _table(t, options) for t in (kept, rewritten)}
     before = {t: _snapshots(t, options, versions[t]) for t in versions}
@@ -209,11 +214,7 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
     upload): the purge erases both, and neither the file's evidence nor the erasure request's
     document says erased (or done) before an all-versions inventory taken after the purge does."""
     client = s3
-    bucket = f"twice-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
-    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    bucket, options = _versioned_bucket(client, "twice", s3_endpoint)
     table = f"s3://{bucket}/people"
     _table(table, options)  # version 2 (an overwrite) removes the files of versions 0 and 1
     removed = sorted(f"{table}/{n}" for n in DeltaTable(table, storage_options=options).vacuum(
