@@ -7,6 +7,7 @@ A destination fails for real: its folder's parent is a file (before the run), or
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,9 @@ from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.undo import UndoError, purge
 
 pytestmark = pytest.mark.slow  # whole vacuum runs
+
+# Purges run as if past the tables' own retention (7 days), which keeps what their tombstones name.
+PAST_RETENTION_MS = int((time.time() + 8 * 24 * 3600) * 1000)
 
 
 def _lake(spark, tmp_path: Path) -> tuple[Path, str, set[Path]]:
@@ -164,16 +168,16 @@ def test_a_purge_refuses_an_unwritable_audit_before_erasing_and_keeps_its_rows_w
 
     (audit / "_unrecorded").write_text("a file where the run would keep its rows")
     with pytest.raises(UndoError, match="cannot be written: .*nothing was deleted"):
-        purge(spark, str(audit), 0, dry_run=False)
+        purge(spark, str(audit), 0, dry_run=False, now_ms=PAST_RETENTION_MS)
     assert set(trash.rglob("*.parquet")) == kept  # nothing erased
     (audit / "_unrecorded").unlink()
 
     with _commit_fails(audit):
-        report = purge(spark, str(audit), 0, dry_run=False)
+        report = purge(spark, str(audit), 0, dry_run=False, now_ms=PAST_RETENTION_MS)
     assert not list(trash.rglob("*.parquet"))  # erased, and said so though the audit did not take it
     assert not report.ok and f"did not take run {report.run_id}" in report.audit_problems[0]
 
-    again = purge(spark, str(audit), 0, dry_run=False)  # appends the kept purge first: nothing left to purge
+    again = purge(spark, str(audit), 0, dry_run=False, now_ms=PAST_RETENTION_MS)  # appends the kept purge first: nothing left to purge
 
     assert again.ok and not again.tables
     purged = [r for r in _audit_rows(audit) if r["run_id"] == report.run_id and r["action"] == "purged"]
