@@ -13,6 +13,7 @@ from vacuum_jobs.deleter import (
     DeleteSettings,
     S3BatchDeleter,
     Target,
+    _final,
     delete_local,
     delete_planned,
     delete_with_hadoop,
@@ -170,6 +171,31 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert not listing.get("Versions") and not listing.get("DeleteMarkers")
     assert remaining(client, name) == {"other"}
+
+
+def test_a_bucket_whose_versioning_is_suspended_records_deletes_of_null_versions_as_final(bucket):
+    """Suspended versioning: a delete removes a version written while suspended (id ``null``, as S3
+    Inventory lists it) for good and adds a ``null`` marker; one written before keeps its bytes under
+    the marker. The decision rests on the state the bucket reports (moto does not model the null
+    versions themselves), and a final delete records no marker: restore says so, the undo count skips it."""
+    client, name = bucket
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    before = client.put_object(Bucket=name, Key="t/before.parquet", Body=b"x")["VersionId"]
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Suspended"})
+    client.put_object(Bucket=name, Key="t/while.parquet", Body=b"x")
+    targets = [Target(f"s3://{name}/t", f"s3://{name}/t/before.parquet", 1, 0, version_id=before),
+               Target(f"s3://{name}/t", f"s3://{name}/t/while.parquet", 1, 0, version_id="null")]
+
+    outcomes = {o.target.path.rsplit("/", 1)[1]: o for o in
+                S3BatchDeleter(DeleteSettings(keys_per_second=100_000), client=client).delete(targets)}
+
+    assert {n: o.action for n, o in outcomes.items()} == {"before.parquet": "deleted", "while.parquet": "deleted"}
+    assert outcomes["while.parquet"].delete_marker_id is None  # final: no marker, no hidden version recorded
+    assert outcomes["while.parquet"].row()[7:9] == (None, None)
+    # What S3 answers there (a "null" marker) for the two kinds of version, and in an enabled bucket:
+    assert not _final("null", targets[0], suspended=True)  # the version from before stays: restorable
+    assert _final("null", targets[1], suspended=True) and _final("null", targets[1], suspended=False)
+    assert not _final("3HL4kqtJlcpXroDTDmjVBH40Nrjfkd", targets[0], suspended=False)
 
 
 @pytest.mark.slow

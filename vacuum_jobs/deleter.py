@@ -283,6 +283,7 @@ class S3BatchDeleter:
         self.keys_per_second = keys_per_second or settings.keys_per_second
         self._client = client
         self._free_at = 0.0
+        self._versioning: dict[str, bool] = {}  # bucket -> versioning suspended
 
     @staticmethod
     def make_client(endpoint_url: str | None = None,
@@ -321,12 +322,13 @@ class S3BatchDeleter:
         for _entry, target in entries:
             remaining[target] = remaining.get(target, 0) + 1
         size = self.settings.batch_size
+        suspended = self._suspended(bucket)
         for start in range(0, len(entries), size):
             batch = entries[start:start + size]
             for _entry, target, error, marker in self._delete_batch(bucket, batch):
                 if error:
                     errors[target] = error
-                if marker:
+                if marker and not _final(marker, target, suspended):
                     markers[target] = marker
                 remaining[target] -= 1
                 if remaining[target] == 0:
@@ -367,6 +369,16 @@ class S3BatchDeleter:
             pending = retry
             self._backoff(attempt)
 
+    def _suspended(self, bucket: str) -> bool:
+        """Whether the bucket says its versioning is suspended (unknown, as when we may not ask: no)."""
+        if bucket not in self._versioning:
+            try:
+                self._versioning[bucket] = self.client.get_bucket_versioning(Bucket=bucket).get("Status") == "Suspended"
+            except Exception as exc:  # noqa: BLE001 - a "null" delete marker still tells (see _final)
+                log.warning("versioning state of bucket %s unknown: %s", bucket, first_line(exc))
+                self._versioning[bucket] = False
+        return self._versioning[bucket]
+
     def _pace(self, keys: int) -> None:
         """Wait until this request's keys fit the pace: n keys take n / keys_per_second of it."""
         now = time.monotonic()
@@ -378,6 +390,13 @@ class S3BatchDeleter:
     def _backoff(self, attempt: int) -> None:
         delay = self.settings.base_backoff_seconds * (2 ** (attempt - 1))
         self.sleep(delay * (0.5 + random.random()))
+
+
+def _final(marker: str, target: Target, suspended: bool) -> bool:
+    """Whether a delete that added ``marker`` removed the key's bytes for good: in a bucket whose
+    versioning is suspended (its markers are ``null``), a delete removes the version written while
+    suspended (id ``null``) outright; one written before the suspension stays, hidden, restorable."""
+    return (suspended or marker == "null") and target.version_id in (None, "null")
 
 
 def _retryable(exc: Exception, code: str | None, status: int | None) -> bool:
