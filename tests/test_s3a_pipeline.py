@@ -141,16 +141,18 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     lake, housekeeping, table = _lake(spark, s3)
     inventory = f"s3a://{housekeeping}/tables/inventory"
     now = datetime.now(timezone.utc)
-    first = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(days=1))
+    before = _objects(s3, lake, aged_days=10)
+    overwritten = [o for o in before if not o.is_latest]  # Delta's own writer replaces a few log files in place
+    first = _deliver(s3, tmp_path / "d1", lake, housekeeping, before, now - timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([first]).refused
     run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True,
                  delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48)
     [report] = run.tables
-    assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == 0
+    assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == len(overwritten)
 
     listed = _objects(s3, lake, aged_days=10)
     hidden = [o for o in listed if not o.is_latest and not o.is_delete_marker]
-    assert len(hidden) == report.counts.deleted_files  # one version behind each delete marker
+    assert len(hidden) == report.counts.deleted_files + len(overwritten)  # one version behind each delete marker
     second = _deliver(s3, tmp_path / "d2", lake, housekeeping, listed, now)
     assert not IngestInventory(spark, inventory, {}).execute([second]).refused
     again = vacuum(spark, inventory, [table], dry_run=True, retain_hours=0, force_retention=True)
