@@ -40,7 +40,7 @@ from pyspark.sql import types as T
 from lakeio import uris
 from lakeio.spark import delta_jars_present, session_setting
 from lakeio.storage import Storage
-from lakeio.text import shorten_end, storage_advice
+from lakeio.text import LONGEST, shorten_end, storage_advice
 
 WriteMode = Literal["append", "replace_partitions"]
 
@@ -332,7 +332,7 @@ def deltalake_advice(exc: BaseException) -> str:
         advice = ("deltalake cannot reach the store: give it credentials the usual way (AWS_ACCESS_KEY_ID and "
                   "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance profile), AWS_REGION, and for another endpoint "
                   "AWS_ENDPOINT_URL (with AWS_ALLOW_HTTP=true for http://)")
-    return f"{advice} [{shorten_end(text, 200)}]" if advice else shorten_end(text, 300)
+    return f"{advice} [{shorten_end(text, LONGEST)}]" if advice else shorten_end(text, LONGEST)
 
 
 def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:

@@ -188,6 +188,49 @@ def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]
                     spark.conf.set(key, before)
 
 
+# Spark's loggers that report at length what we catch and report in one line: a failed task's trace
+# (local executors log in the driver's JVM) and the read of a folder whose name is hidden
+# (``_delta_log/``, read on purpose).
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+HIDDEN_FOLDER_LOGGER = "org.apache.spark.sql.execution.datasources.DataSource"
+# logger -> (its own level before the first block, or None when it had none; blocks open): see quiet_logs.
+_QUIET: dict[str, tuple[object, int]] = {}
+
+
+@contextmanager
+def quiet_logs(spark: SparkSession, *loggers: str) -> Iterator[None]:
+    """Spark's ``loggers`` silent for the block, then as configured again (blocks may nest or overlap
+    in threads). A logger that had no level of its own gets none back: it follows the root and
+    Spark's console filter again. A JVM without log4j 2 keeps its logs as they are."""
+    try:
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+        context = log4j.LogManager.getContext(False)
+        configured = context.getConfiguration().getLoggers()
+        with _HELD_LOCK:
+            for name in loggers:
+                own = configured.get(name)
+                before, blocks = _QUIET.get(name) or (own.getLevel() if own is not None else None, 0)
+                log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
+                _QUIET[name] = (before, blocks + 1)
+    except Exception:  # py4j: no such class, or another logging back end
+        log.debug("cannot quiet %s", loggers, exc_info=True)
+        yield
+        return
+    try:
+        yield
+    finally:
+        with _HELD_LOCK:
+            for name in loggers:
+                before, blocks = _QUIET.pop(name)
+                if blocks > 1:
+                    _QUIET[name] = (before, blocks - 1)
+                elif before is not None:
+                    log4j.core.config.Configurator.setLevel(name, before)
+                else:
+                    context.getConfiguration().removeLogger(name)
+                    context.updateLoggers()
+
+
 def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:
     """Each step of a job: one log line, and the same words on the Spark UI's jobs that follow."""
 

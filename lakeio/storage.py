@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from lakeio import uris
+from lakeio.spark import HIDDEN_FOLDER_LOGGER, quiet_logs
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class Storage:
         with ``_`` or ``.``. Raises when any folder cannot be listed (one that does not exist,
         say): the caller lists them one by one to learn which."""
         reader = self._spark.read.options(recursiveFileLookup="true", ignoreMissingFiles="false")
-        listed = reader.format("text").load([uris.literal(f) for f in folders])._jdf.inputFiles()
+        with quiet_logs(self._spark, HIDDEN_FOLDER_LOGGER):
+            listed = reader.format("text").load([uris.literal(f) for f in folders])._jdf.inputFiles()
         # One gateway call for the whole array (Spark ships Jackson), not two per file.
         spellings = json.loads(self._jvm.com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(listed))
         found: dict[str, FileUris] = {uris.canonical(f): [] for f in folders}

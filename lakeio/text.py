@@ -8,14 +8,22 @@ import sys
 # Spark's preamble before a failed task's own error: the error is what names the file.
 _TASK_FAILURE = re.compile(r"^(?:org\.apache\.spark\.SparkException: )?Job aborted due to stage failure: "
                            r".*?most recent failure: Lost task .*?\): ")
+# What a reader does not need of a Java message: the package of a class named in it, Spark's error
+# class ("[FAILED_READ_FILE.NO_HINT] ") and SQL state.
+_PACKAGE = re.compile(r"\b(?:[a-z][\w$]*\.)+(?=[A-Z][\w$]*(?:Exception|Error)\b)")
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\] ")
+_SQL_STATE = re.compile(r"\s*SQLSTATE: \w+\.?")
+# A message longer than this is cut (at a space): no reason we give comes near it.
+LONGEST = 2000
 
 
-def first_line(exc: BaseException, limit: int = 300) -> str:
+def first_line(exc: BaseException, limit: int = LONGEST) -> str:
     """One line saying what went wrong: the message's first real line, plus the root cause
-    when a Java stack trace names one (py4j wraps everything in "An error occurred while calling").
-    A storage failure everyone meets (a scheme with no file system, access denied, no such
-    bucket, expired credentials) leads with what to do about it (:func:`storage_advice`)."""
-    lines = [ln.strip().lstrip(": ").strip() for ln in str(exc).splitlines()]
+    when a Java stack trace names one (py4j wraps everything in "An error occurred while calling"),
+    whole: file names are never cut. A storage failure everyone meets (a scheme with no file
+    system, access denied, no such bucket, expired credentials, a stale checksum file) leads
+    with what to do about it (:func:`storage_advice`)."""
+    lines = [_plain(ln.strip().lstrip(": ").strip()) for ln in str(exc).splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith(("An error occurred while calling", "at "))]
     if not lines:
         return type(exc).__name__
@@ -24,8 +32,12 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     text = lines[0] if not causes or causes[-1] in lines[0] else f"{lines[0]} (cause: {causes[-1]})"
     advice = storage_advice(str(exc))
     if advice is None:
-        return text[:limit]
+        return shorten_end(text, limit)
     return f"{advice} [{shorten_end(text, max(limit - len(advice) - 3, 60))}]"  # the advice is never cut
+
+
+def _plain(line: str) -> str:
+    return _SQL_STATE.sub("", _ERROR_CLASS.sub("", _PACKAGE.sub("", line)))
 
 
 # Hadoop connectors by URI scheme: what makes a scheme readable.
@@ -45,6 +57,7 @@ _NOT_AUTHORIZED = re.compile(r"(arn:aws:[^\s]+) is not authorized to perform:? (
 _DENIED = re.compile(r"AccessDenied|Access Denied|Status Code: 403|403 Forbidden|\(403\)|AuthorizationPermissionMismatch")
 _NO_BUCKET = re.compile(r"NoSuchBucket|The specified bucket does not exist|UnknownStoreException|"
                         r"Bucket (\S+) does not exist")
+_STALE_CHECKSUM = re.compile(r"ChecksumException: Checksum error: (\S+)")
 _EXPIRED = re.compile(r"ExpiredToken|token (?:included in the request )?(?:has|is) expired|RequestExpired|"
                       r"credentials? (?:have|has) expired", re.IGNORECASE)
 
@@ -59,6 +72,10 @@ def storage_advice(message: str) -> str | None:
     if match := _MISSING_CLASS.search(message):
         connector = {"s3a": "s3a", "azurebfs": "abfs", "azure": "wasb"}.get(match.group(2) or "", "gs")
         return f"the Hadoop connector is missing ({match.group(1)}): {_CONNECTORS[connector]}"
+    if match := _STALE_CHECKSUM.search(message):
+        name = match.group(1).rstrip("/").rsplit("/", 1)[-1]
+        return (f"{name} no longer matches the Hadoop checksum file beside it (.{name}.crc): it changed after it "
+                "was written; put the right content back, or delete the stale .crc if the content is right")
     if _EXPIRED.search(message):
         return ("the AWS credentials have expired: renew them (aws sso login, a fresh session token, the "
                 "instance profile) and run again")
@@ -86,8 +103,12 @@ def human_bytes(n: int) -> str:
 
 
 def shorten_end(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters from the right (the start of a message says the most)."""
-    return text if len(text) <= width else text[:width - 1] + "…"
+    """``text`` cut to ``width`` characters from the right (the start of a message says the most),
+    at a space where there is one, so that no file name is left half."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
 
 
 def shorten(text: str, width: int) -> str:

@@ -80,6 +80,7 @@ def _rows(spark, table: str) -> int:
     return DeltaTable("s3" + table.removeprefix("s3a")).to_pyarrow_table().num_rows
 
 
+@pytest.mark.jars_too  # with Delta's writer wherever its jars are: the lake and our tables on s3a:// written by Delta
 def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     lake, housekeeping, table = _lake(spark, s3)
     s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")

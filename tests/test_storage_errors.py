@@ -7,9 +7,16 @@ would on a fresh cluster. The others are the messages S3A, the AWS SDK and boto3
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from lakeio.text import first_line, storage_advice
 from tests.lakes import inventory_of
@@ -114,3 +121,35 @@ def test_a_store_deltalake_cannot_read_is_one_line_with_what_to_do(spark, monkey
     said = [line for line in err.splitlines() if not line.startswith(("20", "WARN"))]  # less the log's own lines
     assert len(said) == 1 and said[0].startswith("error: s3://denied-bucket/audit: access denied: "), said
     assert "Traceback" not in err and "↳" not in err
+
+
+@pytest.mark.slow
+def test_a_commit_beside_a_stale_checksum_is_refused_quietly_in_one_whole_line(spark, tmp_path):
+    """Hadoop's local file system checks a file against the ``.crc`` beside it: a commit changed after
+    Spark wrote it fails every read. The job's own process says so once, whole, with what to do."""
+    lake = tmp_path / "lake"
+    good, broken = lake / "good", lake / ("a-table-whose-path-is-long-" * 6) / "nested" / "broken"
+    for table in (good, broken):
+        for start in (0, 10):
+            write_deltalake(str(table), pa.table({"id": list(range(start, start + 10))}), mode="append")
+    commit = broken / "_delta_log" / "00000000000000000001.json"
+    written = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(commit.as_uri())
+    out = written.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(written, True)
+    out.write(bytearray(commit.read_bytes()))  # through Hadoop, which writes the .crc beside it
+    out.close()
+    assert (commit.parent / f".{commit.name}.crc").exists()
+    commit.write_text('{"commitInfo": {}}\n' + commit.read_text())  # still valid JSON, no longer its checksum
+    inventory = inventory_of(spark, lake, tmp_path)
+    report = tmp_path / "report.json"
+
+    done = subprocess.run([sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory, "--discover", "--dry-run",
+                           "--report", str(report)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYSPARK_SUBMIT_ARGS": "--driver-memory 1g pyspark-shell"})
+
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert not [ln for ln in done.stderr.splitlines() if ln.startswith(("\tat ", "Caused by")) or " ERROR " in ln], \
+        done.stderr[-3000:]
+    reason = {Path(t["table"]).name: t["reason"] for t in json.loads(report.read_text())["tables"]}["broken"]
+    assert str(commit) in reason and f".{commit.name}.crc" in reason and "delete the stale .crc" in reason, reason
+    assert reason.endswith("]") and "…" not in reason and "SQLSTATE" not in reason, reason
+    assert f"reason: {reason}" in done.stdout

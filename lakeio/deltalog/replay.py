@@ -38,6 +38,7 @@ from lakeio.deltalog.keep import dv_relative_path_col
 from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
 from lakeio.shapes import FILE_ACTIONS, local_frame, without_tables
+from lakeio.spark import TASK_FAILURE_LOGGERS, quiet_logs
 from lakeio.storage import Storage
 from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
 from lakeio.text import first_line
@@ -145,18 +146,19 @@ def replay_logs(spark: SparkSession, segments: list[LogSegment], check_paths: bo
     failures: dict[TableRoot, str] = {}
     versions = {s.root: s.version for s in segments}
     kept: list[DataFrame] = []
-    try:
-        catalog = _summarized(spark, segments, kept if keep_commits else None)
-    except Exception:
-        for frame in kept:
-            frame.unpersist()
-        kept.clear()
-        catalog = []
-        for segment in segments:  # one broken log only fails its own table
-            try:
-                catalog += _summarized(spark, [segment])
-            except Exception as exc:
-                failures[segment.root] = f"cannot read a log file: {first_line(exc)}"
+    with quiet_logs(spark, *TASK_FAILURE_LOGGERS):  # a broken log file is this table's reason, in one line
+        try:
+            catalog = _summarized(spark, segments, kept if keep_commits else None)
+        except Exception:
+            for frame in kept:
+                frame.unpersist()
+            kept.clear()
+            catalog = []
+            for segment in segments:  # one broken log only fails its own table
+                try:
+                    catalog += _summarized(spark, [segment])
+                except Exception as exc:
+                    failures[segment.root] = f"cannot read a log file: {first_line(exc)}"
     failures.update(_read_problems(spark, catalog))
     catalog = [f for f in catalog if f.table_root not in failures]
     segments = [s for s in segments if s.root not in failures]
