@@ -5,25 +5,48 @@ session's catalog (a Hive metastore, Glue on EMR, Unity Catalog where the access
 Spark read locations) to the table's location. A string is a name when it is a dotted
 identifier of two or three parts and no path (no ``/``, no scheme); ``orders`` alone stays a
 local folder, as before: say ``default.orders``. A view, a table without a location, or a
-location without a Delta log is refused by name.
+location without a Delta log is refused by name; a database's views and tables that are not
+Delta are not a vacuum's business and are skipped (:class:`NotVacuumable`).
+
+The session's catalog is fixed when it starts: Spark's in-memory one (the default of a plain
+``python`` or ``spark-submit`` run) knows only tables created in that application, so an
+unknown name says so and how to reach a metastore.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 from pyspark.sql import SparkSession
 
 from lakeio import uris
+from lakeio.spark import quiet_query_errors
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
 _PART = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
 _NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{1,2}}$")
+log = logging.getLogger(__name__)
 
 
 class CatalogError(ValueError):
     """A name the catalog cannot turn into a Delta table's location."""
+
+
+class NotVacuumable(CatalogError):
+    """A view, or a table that is not Delta: named on its own it is refused, as one of a database's
+    tables it is skipped."""
+
+
+IN_MEMORY_HINT = ("; this session's catalog is Spark's in-memory one, which knows only the tables this application "
+                  "created: for a Hive metastore start the job with --conf spark.sql.catalogImplementation=hive "
+                  "(hive-site.xml, or Glue on EMR, says where the metastore is)")
+
+
+def _unknown(spark: SparkSession, what: str, exc: BaseException) -> CatalogError:
+    in_memory = spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory"
+    return CatalogError(f"{what} ({first_line(exc, 200)}){IN_MEMORY_HINT if in_memory else ''}")
 
 
 def is_name(text: str) -> bool:
@@ -39,27 +62,52 @@ def resolve(spark: SparkSession, name_or_uri: str, *, must_be_delta: bool = True
 def location(spark: SparkSession, name: str, *, must_be_delta: bool = True) -> str:
     """The location of the catalog table ``name``; CatalogError naming it when it is a view, has no
     location, is unknown, or (``must_be_delta``) holds no Delta log."""
-    try:
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
-    except Exception as exc:
-        raise CatalogError(f"{name}: not a table the catalog knows ({first_line(exc, 200)})") from None
-    facts = {r[0]: r[1] for r in rows if r[0] in ("Type", "Location", "Provider")}
+    facts = _registered(spark, name)
+    if facts is None:
+        try:
+            with quiet_query_errors():
+                rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+        except Exception as exc:
+            raise _unknown(spark, f"{name}: not a table the catalog knows", exc) from None
+        facts = {r[0]: r[1] for r in rows if r[0] in ("Type", "Location", "Provider")}
     if (facts.get("Type") or "").upper() == "VIEW":
-        raise CatalogError(f"{name}: is a view; name the table whose files it shows")
+        raise NotVacuumable(f"{name}: is a view; name the table whose files it shows")
     where = facts.get("Location")
     if not where:
         raise CatalogError(f"{name}: the catalog gives no location for it")
     found = uris.canonical(uris.to_uri(where))
     if must_be_delta and not Storage(spark).exists(uris.join(found, "_delta_log")):
-        raise CatalogError(f"{name}: not a Delta table (no _delta_log at {found}; provider "
-                           f"{facts.get('Provider') or 'unknown'})")
+        raise NotVacuumable(f"{name}: not a Delta table (no _delta_log at {found}; provider "
+                            f"{facts.get('Provider') or 'unknown'})")
     return found
+
+
+def _registered(spark: SparkSession, name: str) -> dict[str, str | None] | None:
+    """Type, Location and Provider of ``name`` as the session catalog (Hive metastore, Glue) holds it,
+    or None where that catalog is not the one the name is in, or does not hold it. The entry is
+    read as registered, without loading its format: DESCRIBE would load Delta to describe a table
+    registered ``USING delta``, and fail on a Spark without Delta's jars."""
+    try:
+        if spark.catalog.currentCatalog() != "spark_catalog":  # Unity Catalog's main, say: its names are its own
+            return None
+        state = spark._jsparkSession.sessionState()  # type: ignore[attr-defined]
+        ident = state.sqlParser().parseTableIdentifier(name)
+        if not state.catalog().tableExists(ident):
+            return None
+        table = state.catalog().getTableMetadata(ident)
+    except Exception:  # three parts, a global view, a catalog of another kind: DESCRIBE answers for those
+        log.debug("%s: not read from the session catalog", name, exc_info=True)
+        return None
+    where, provider = table.storage().locationUri(), table.provider()
+    return {"Type": table.tableType().name(), "Location": where.get().toString() if where.isDefined() else None,
+            "Provider": provider.get() if provider.isDefined() else None}
 
 
 def database_tables(spark: SparkSession, database: str) -> list[str]:
     """The qualified names of the tables and views of ``database``; CatalogError when it is unknown."""
     try:
-        found = spark.catalog.listTables(database)
+        with quiet_query_errors():
+            found = spark.catalog.listTables(database)
     except Exception as exc:
-        raise CatalogError(f"database {database}: not in the catalog ({first_line(exc, 200)})") from None
+        raise _unknown(spark, f"database {database}: not in the catalog", exc) from None
     return sorted(f"{database}.{t.name}" for t in found if not t.isTemporary)

@@ -231,6 +231,30 @@ def quiet_logs(spark: SparkSession, *loggers: str) -> Iterator[None]:
                     context.updateLoggers()
 
 
+# PySpark 4 logs every SQL error it raises, as JSON, to these Python loggers: where we catch the
+# error and say it in one line, the dump only doubles it.
+QUERY_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextmanager
+def quiet_query_errors() -> Iterator[None]:
+    """PySpark's JSON dump of a failed query off for the block (an error we catch and report)."""
+    try:
+        from pyspark.logger import PySparkLogger  # its own class: a plain logger of that name breaks PySpark's calls
+    except ImportError:  # PySpark 3.5 logs no such thing
+        yield
+        return
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_ERROR_LOGGERS]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before):
+            logger.disabled = was
+
+
 def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:
     """Each step of a job: one log line, and the same words on the Spark UI's jobs that follow."""
 

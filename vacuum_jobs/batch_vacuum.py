@@ -116,34 +116,37 @@ class BatchVacuum:
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
         unnamed: dict[str, str] = {}
+        passed_by: dict[str, str] = {}
         try:
             self.options = replace(self.options, inventory_table=catalog.resolve(self.spark, self.options.inventory_table),
                                    audit_table=self.options.audit_table and catalog.resolve(
                                        self.spark, self.options.audit_table, must_be_delta=False))
             run.inventory_table = uris.to_uri(self.options.inventory_table)
             if explicit is not None:
-                explicit, unnamed = resolve_names(self.spark, explicit)
+                explicit, unnamed, passed_by = resolve_names(self.spark, explicit)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
-        refused_names = [TableReport(name, TableStatus.REFUSED, why) for name, why in unnamed.items()]
+        names_not_run = ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
+                         + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
         try:
             if self.options.audit_table:
                 self._ready_audit(run)
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
-            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal)) for t in explicit or []] + refused_names
+            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal), name=t.name)
+                          for t in explicit or []] + names_not_run
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(str(refusal), run) from None
         run.inventory_date = inventory.day.isoformat()
         all_roots = delta_roots(current_objects(inventory.rows))
         targets = discover.targets(all_roots) if discover else explicit or []
         if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
-            run.tables = refused_names
+            run.tables = names_not_run
             run.elapsed_seconds = time.monotonic() - started
             raise RunRefused(_nothing_to_vacuum(discover, all_roots, tables), run)
-        reports = {t.root: TableReport(t.uri) for t in targets}
-        run.tables = list(reports.values()) + refused_names
+        reports = {t.root: TableReport(t.uri, name=t.name) for t in targets}
+        run.tables = list(reports.values()) + names_not_run
         runnable = self._runnable(targets, reports)
         replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms, run)
         try:

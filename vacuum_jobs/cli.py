@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--table", action="append", metavar="URI",
                        help="a table root, or a catalog name (bronze.events); repeat for several")
     which.add_argument("--database", metavar="NAME",
-                       help="every Delta table of this catalog database (views and other tables are refused by name)")
+                       help="every Delta table of this catalog database (its views and other tables are skipped, by name)")
     which.add_argument("--tables-file", metavar="FILE",
                        help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table "
                             "(a local path or a URI)")

@@ -65,6 +65,7 @@ class TableReport:
     missing: list[str] = field(default_factory=list)  # sample of live files absent from storage
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
     referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
+    name: str | None = None  # the catalog name it was given by, shown in place of its location
 
 
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
@@ -128,7 +129,7 @@ class RunReport:
         for r in self.tables:
             c = r.counts
             lines.append(
-                f"{r.status:<9} {shorten(r.table.removeprefix(prefix), 40):<40} {c.candidate_files:>11,} "
+                f"{r.status:<9} {shorten(r.name or r.table.removeprefix(prefix), 40):<40} {c.candidate_files:>11,} "
                 f"{c.deleted_files:>9,} "
                 f"{human_bytes(c.deleted_bytes if not r.dry_run else c.candidate_bytes):>10} "
                 f"{c.tombstone_files:>9,} {c.too_recent_files:>7,} {c.missing_files:>8,}"

@@ -38,6 +38,7 @@ class TableTarget:
     retain_hours: float | None = None
     enabled: bool = True
     dry_run: bool | None = None
+    name: str | None = None  # the catalog name ``uri`` was resolved from
 
     @property
     def root(self) -> uris.TableRoot:
@@ -64,7 +65,7 @@ class Discover:
 @dataclass(frozen=True)
 class Database:
     """Every table of a catalog database whose location holds a Delta log; its views and other
-    tables are refused by name."""
+    tables are skipped, by name."""
 
     name: str
 
@@ -78,21 +79,27 @@ def as_targets(tables: Sequence[str | os.PathLike | TableTarget]) -> list[TableT
 
 
 def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
-                  ) -> tuple[list[TableTarget], dict[str, str]]:
-    """The targets with catalog names replaced by their tables' locations, and the names that could
-    not be (name -> why). CatalogError when a Database is unknown."""
+                  ) -> tuple[list[TableTarget], dict[str, str], dict[str, str]]:
+    """The targets with catalog names replaced by their tables' locations, the names that could
+    not be (name -> why), and a database's views and tables that are not Delta (name -> why: a
+    vacuum passes them by). CatalogError when a Database is unknown."""
+    whole_database = isinstance(targets, Database)
     if isinstance(targets, Database):
         targets = [TableTarget(name) for name in catalog.database_tables(spark, targets.name)]
-    resolved, refused = [], {}
+    resolved: list[TableTarget] = []
+    refused: dict[str, str] = {}
+    passed_by: dict[str, str] = {}
     for target in targets:
         if not catalog.is_name(target.uri):
             resolved.append(target)
             continue
         try:
-            resolved.append(replace(target, uri=catalog.location(spark, target.uri)))
+            resolved.append(replace(target, uri=catalog.location(spark, target.uri), name=target.uri))
+        except catalog.NotVacuumable as exc:
+            (passed_by if whole_database else refused)[target.uri] = str(exc)
         except catalog.CatalogError as exc:
             refused[target.uri] = str(exc)
-    return _dedupe(resolved), refused
+    return _dedupe(resolved), refused, passed_by
 
 
 def _uri_or_name(text: str) -> str:
