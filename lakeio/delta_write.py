@@ -1,6 +1,7 @@
 """The one write path for the project's own Delta tables (inventory, audit).
 
-With Delta's Spark jars on the classpath, Spark writes Delta itself. Without them
+With Delta's Spark jars on the classpath, Spark writes Delta itself (a replacing write as one
+transaction of Delta's own, through its JVM API, so that it carries the claims below). Without them
 (offline machines, CI, plain ``pip install``) Spark writes the Parquet files and
 ``deltalake`` (delta-rs) commits them: add actions carrying ``numRecords`` and partition
 values, plus remove actions for the files of every replaced partition, in one atomic
@@ -33,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Literal
 from urllib.parse import quote, unquote
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -136,10 +138,11 @@ def write_delta(
     added = _check_target(df.sparkSession, df.schema, table_uri, partition_by, evolve=True)
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
     with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-        if use_delta_jars:
-            # Delta's replaceWhere conflict detection serialises writers of a partition here; claims
-            # are not recorded (one txn per write is all DataFrameWriter offers).
-            result = _write_with_delta_spark(df, table_uri, partition_by, [*partitions, *drop], mode)
+        if use_delta_jars and mode == "append":
+            result = _append_with_delta_spark(df, table_uri, partition_by)
+        elif use_delta_jars:
+            result = _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, dict(claims or {}),
+                                               outranked_allowed)
         else:
             result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop,
                                            dict(claims or {}), outranked_allowed)
@@ -220,15 +223,8 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
     return tuple(missing)
 
 
-def _write_with_delta_spark(df, table_uri, partition_by, replaced, mode) -> WriteResult:
-    writer = df.write.format("delta").partitionBy(*partition_by)
-    if mode == "replace_partitions":
-        # One predicate over every partition replaced or dropped: one commit.
-        where = " OR ".join("(" + " AND ".join(f"`{c}` = '{p[c]}'" for c in partition_by) + ")" for p in replaced)
-        writer = writer.mode("overwrite").option("replaceWhere", where or "false")
-    else:
-        writer = writer.mode("append")
-    writer.save(table_uri)
+def _append_with_delta_spark(df, table_uri, partition_by) -> WriteResult:
+    df.write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
     metrics = (
         df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{table_uri}` LIMIT 1")
         .select("operationMetrics")
@@ -237,10 +233,100 @@ def _write_with_delta_spark(df, table_uri, partition_by, replaced, mode) -> Writ
     return WriteResult(
         table_uri=table_uri,
         files_added=int(metrics.get("numFiles", 0)),
-        files_removed=int(metrics.get("numRemovedFiles", 0)),
+        files_removed=0,
         rows=int(metrics.get("numOutputRows", 0)),
         engine="delta-spark",
     )
+
+
+def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, claims, outranked_allowed) -> WriteResult:
+    """Replace partitions in one transaction of Delta's own (its JVM API through py4j): the claims
+    are read through the transaction, so a concurrent commit of a claim on the same partition
+    conflicts with it, and go into its commit beside the data files and the removes; a conflict
+    reads the table again, as the deltalake path does. DataFrameWriter offers one application
+    transaction per write, and a replace needs two per partition."""
+    spark = df.sparkSession
+    log = spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
+    if not log.tableExists():  # created empty first: each transaction reads the log anew when it starts
+        df.limit(0).write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
+    attempt = 0
+    while True:
+        attempt += 1
+        txn = log.startTransaction()
+        held = {}
+        for key in claims:
+            app = _claim_app(partition_by, key)
+            rank = txn.txnVersion(app)  # read through the transaction: a concurrent claim conflicts
+            if rank >= 0:
+                held[key] = Claim(rank, max(txn.txnVersion(app + "#identity"), 0))
+        outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
+        writing = [p for p in partitions if _key(partition_by, p) not in outranked]
+        replaced = [*writing, *drop]
+        mine = {k: c for k, c in claims.items() if k not in outranked}
+        try:
+            added, removed, rows = _commit_in_jvm(spark, txn, df, table_uri, partition_by, writing, replaced, mine)
+        except _Conflict:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            continue
+        return WriteResult(table_uri, added, removed, rows, "delta-spark", outranked=outranked)
+
+
+def _commit_in_jvm(spark, txn, df, table_uri, partition_by, writing, replaced, claims) -> tuple[int, int, int]:
+    """Write ``writing``'s rows of ``df``, remove every file of ``replaced``, set the claims: one commit."""
+    jvm = spark.sparkContext._jvm
+    delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.collection.JavaConverters
+    where = _partitions_predicate(partition_by, replaced)
+    condition = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)  # as replaceWhere parses it
+    data = df.where(_partitions_predicate(partition_by, writing))
+    added = list(scala.seqAsJavaList(txn.writeFiles(data._jdf)))
+    removes = [a.remove() for a in scala.seqAsJavaList(txn.filterFiles(scala.asScalaBuffer([condition]).toList(), False))]
+    now = jvm.scala.Some(int(time.time() * 1000))
+    claimed = [delta.actions.SetTransaction(app, version, now)
+               for key, claim in sorted(claims.items()) for app, version in
+               ((_claim_app(partition_by, key), claim.rank), (_claim_app(partition_by, key) + "#identity", claim.identity))]
+    for hook in BEFORE_COMMIT:
+        hook(table_uri)
+    try:
+        txn.commit(scala.asScalaBuffer([*added, *removes, *claimed]).toList(), _write_operation(jvm, partition_by, where))
+    except Exception as exc:
+        if _is_conflict(jvm, exc):
+            raise _Conflict(str(exc).splitlines()[0]) from exc
+        raise
+    counted: list[int | None] = [json.loads(a.stats()).get("numRecords") if a.stats() else None for a in added]
+    rows = sum(n for n in counted if n is not None) if None not in counted else data.count()
+    return len(added), len(removes), rows
+
+
+def _partitions_predicate(partition_by: Sequence[str], partitions: Sequence[Mapping[str, str]]) -> str:
+    """SQL true for the rows of ``partitions`` (values are safe: see partition_folder)."""
+    return " OR ".join("(" + " AND ".join(f"`{c}` = '{p[c]}'" for c in partition_by) + ")" for p in partitions) or "false"
+
+
+def _write_operation(jvm, partition_by: Sequence[str], predicate: str):
+    """Delta's WRITE operation (mode Overwrite, the partitions, the predicate), as its history shows a
+    replaceWhere. Its constructor gains optional parameters from release to release: they stay None."""
+    scala = jvm.scala
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where --jars puts Delta
+    [constructor] = jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaOperations$Write", True,
+                                                loader).getConstructors()
+    given = [jvm.org.apache.spark.sql.SaveMode.Overwrite,
+             scala.Some(scala.collection.JavaConverters.asScalaBuffer(list(partition_by)).toList()), scala.Some(predicate)]
+    types = list(constructor.getParameterTypes())
+    if any(t.getName() != "scala.Option" for t in types[len(given):]):
+        raise RuntimeError(f"this Delta release's WRITE operation takes {[t.getName() for t in types]}: not known here")
+    gateway = SparkContext._gateway
+    assert gateway is not None, "a session's JVM is running"
+    args = gateway.new_array(jvm.java.lang.Object, len(types))
+    for i in range(len(types)):
+        args[i] = given[i] if i < len(given) else scala.Option.apply(None)
+    return constructor.newInstance(args)
+
+
+def _is_conflict(jvm, exc: BaseException) -> bool:
+    """Whether Delta refused the commit for another writer's (its concurrent-modification exceptions)."""
+    java = getattr(exc, "java_exception", None)
+    return java is not None and jvm.java.lang.Class.forName("java.util.ConcurrentModificationException").isInstance(java)
 
 
 def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed) -> WriteResult:

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakeio.delta_write import partition_folder, write_delta
+from lakeio.delta_write import Claim, held_claims, partition_folder, write_delta
 
 PARTS = ["day", "tag"]
 
@@ -56,12 +56,25 @@ def test_partition_values_that_need_escaping_are_refused():
 
 
 @pytest.mark.delta_jars
-def test_with_delta_jars_spark_writes_delta_itself(spark, tmp_path):
-    table = str(tmp_path / "t")
-    result = write_delta(frame(spark, [(1, "a", date(2026, 1, 1), "x")]), table, PARTS,
-                         [{"day": "2026-01-01", "tag": "x"}], mode="replace_partitions", use_delta_jars=True)
-    assert result.engine == "delta-spark"
-    assert DeltaTable(table).to_pyarrow_table().num_rows == 1
+def test_with_delta_jars_spark_writes_delta_itself_claims_included(spark, tmp_path):
+    d1, table, x, y = date(2026, 1, 1), str(tmp_path / "t"), {"day": "2026-01-01", "tag": "x"}, {"day": "2026-01-01", "tag": "y"}
+    key = ("2026-01-01", "x")
+    first = write_delta(frame(spark, [(1, "a", d1, "x"), (2, "b", d1, "y")]), table, PARTS, [x, y],
+                        mode="replace_partitions", use_delta_jars=True, claims={key: Claim(10, 7)})
+    assert (first.engine, first.rows, first.files_removed) == ("delta-spark", 2, 0)
+    assert held_claims(table, PARTS, [key]) == {key: Claim(10, 7)}  # in the log, as the deltalake path writes it
+
+    older = write_delta(frame(spark, [(3, "c", d1, "x")]), table, PARTS, [x], mode="replace_partitions",
+                        use_delta_jars=True, drop=[y], claims={key: Claim(5, 1)})
+    assert older.outranked == {key: Claim(10, 7)} and older.rows == 0  # the table holds a newer claim: left as it is
+    newer = write_delta(frame(spark, [(4, "d", d1, "x")]), table, PARTS, [x], mode="replace_partitions",
+                        use_delta_jars=True, claims={key: Claim(20, 3)})
+    assert (newer.rows, newer.files_removed, newer.outranked) == (1, 1, {})
+
+    assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == [4]  # y dropped, x replaced
+    assert held_claims(table, PARTS, [key]) == {key: Claim(20, 3)}
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").collect()
+    assert history[-1].operation == "WRITE" and history[-1].operationParameters["mode"] == "Overwrite"
 
 
 def test_each_run_writes_its_own_folder_and_old_dead_staging_is_cleared(spark, tmp_path):

@@ -63,6 +63,7 @@ def run_held_while(spark, table, held_manifest, other_manifest):
     return results["A"], results["B"]
 
 
+@pytest.mark.jars_too  # with Delta's own transaction too: its conflicts, our claims in its commits
 def test_an_older_delivery_committing_after_a_newer_one_is_refused_by_name(spark, tmp_path):
     early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS, when=EARLY)
     late = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS[:2], when=LATE)
@@ -77,6 +78,7 @@ def test_an_older_delivery_committing_after_a_newer_one_is_refused_by_name(spark
     assert keys_of(tmp_path / "inv") == sorted(o.key for o in AWKWARD_OBJECTS[:2])  # the newer delivery, alone
 
 
+@pytest.mark.jars_too  # with Delta's own transaction too: its conflicts, our claims in its commits
 @pytest.mark.parametrize("table_exists", [True, False], ids=["new-partition", "new-table"])
 def test_a_newer_delivery_committing_after_an_older_one_replaces_it_whole(spark, tmp_path, table_exists):
     early = deliver(tmp_path / "dest", "src", objects=AWKWARD_OBJECTS, when=EARLY)
@@ -93,6 +95,7 @@ def test_a_newer_delivery_committing_after_an_older_one_replaces_it_whole(spark,
     assert again.deliveries[0].status == "refused" and "older than the delivery the table holds" in again.deliveries[0].error
 
 
+@pytest.mark.jars_too  # with Delta's own transaction too: its conflicts, our claims in its commits
 def test_the_same_delivery_ingested_twice_at_once_lands_once(spark, tmp_path):
     manifest = deliver(tmp_path / "dest", "src")
     ingest(spark, tmp_path / "inv", [deliver(tmp_path / "dest0", "other", objects=AWKWARD_OBJECTS[:1])])
