@@ -38,7 +38,7 @@ from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
-from vacuum_jobs.interrupted import forget_intent, note_intent, settler
+from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
 from vacuum_jobs.report import RunReport, TableReport, write_audit
@@ -163,6 +163,7 @@ class BatchVacuum:
             # Only now that the outcomes are recorded (or kept): a run killed before reads them back.
             DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
         finally:
+            run_ended(run.run_id)
             # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
             if plan is not None:
                 plan.release()

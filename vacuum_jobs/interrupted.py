@@ -3,8 +3,9 @@
 Before its first delete a run notes the files it sets out to delete (and where ``--trash`` would
 move each) in the audit table's journal, ``<audit>/_unrecorded/<run id>/intent/``, with the driver's
 host and process id; the run's own append removes the note. A note still there belongs to a run
-that died, once its process is gone (same host) or a day has passed (another host: a long run
-elsewhere may still be deleting). The next run against the audit table then looks at each noted
+that died, once its process is gone (same host), or, in this very process, once the run has
+ended (two runs at once in one driver: threads, a notebook), or a day has passed (another host:
+a long run elsewhere may still be deleting). The next run against the audit table then looks at each noted
 file: gone from its place (moved into the trash, or under a delete marker on a versioned S3
 bucket) is recorded as that run's ``deleted``, with the marker or the trash path so that
 ``restore`` can undo it; a local file gone that the run's delete journal did not note was gone
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import date, timedelta
@@ -31,11 +33,17 @@ from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, k
 
 # A run on another host noted this long ago is taken as dead.
 DEAD_AFTER = timedelta(days=1)
+# Runs of this process that have noted their intent and not ended yet.
+_RUNNING: set[str] = set()
+_RUNNING_LOCK = threading.Lock()
 
 
 def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: DataFrame, trash: str | None,
                 inventory_date: date | None) -> None:
-    """Note the files ``targets`` (shapes.CANDIDATES, with ``version_id`` on S3) before deleting any."""
+    """Note the files ``targets`` (shapes.CANDIDATES, with ``version_id`` on S3) before deleting any;
+    the run counts as running in this process until :func:`run_ended`."""
+    with _RUNNING_LOCK:
+        _RUNNING.add(run_id)
     version = F.col("version_id") if "version_id" in targets.columns else F.lit(None).cast("string")
     moved = (F.concat(F.lit(uris.join(uris.to_uri(trash), run_id) + "/"),
                       F.regexp_replace("path", r"^[a-z0-9+.\-]*:/*", "")) if trash else F.lit(None).cast("string"))
@@ -45,6 +53,12 @@ def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: Dat
                    F.lit(inventory_date).cast("date").alias("inventory_date"),
                    ).write.mode("overwrite").parquet(uris.join(audit_journal.journal_of(audit_table), run_id,
                                                                 audit_journal.INTENT))
+
+
+def run_ended(run_id: str) -> None:
+    """The run has ended, recorded or not: a note it left is for the next run to read back."""
+    with _RUNNING_LOCK:
+        _RUNNING.discard(run_id)
 
 
 def forget_intent(spark: SparkSession, audit_table: str, run_id: str) -> None:
@@ -58,7 +72,7 @@ def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFram
 
     def settle(intent: DataFrame, run_id: str) -> DataFrame | None:
         owner = intent.select("host", "pid", "noted_ms", "inventory_date").first()
-        if owner is None or _may_be_running(owner["host"], owner["pid"], owner["noted_ms"]):
+        if owner is None or _may_be_running(owner["host"], owner["pid"], owner["noted_ms"], run_id):
             return None
         outcomes = where_reachable(spark, intent, OUTCOMES.schema,
                                    lambda rows, _: _looked_at(rows, settings, run_id, None),
@@ -73,10 +87,11 @@ def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFram
     return settle
 
 
-def _may_be_running(host: str, pid: int, noted_ms: int) -> bool:
+def _may_be_running(host: str, pid: int, noted_ms: int, run_id: str) -> bool:
     if host == socket.gethostname():
         if pid == os.getpid():
-            return False
+            with _RUNNING_LOCK:
+                return run_id in _RUNNING
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
