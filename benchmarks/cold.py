@@ -57,8 +57,14 @@ def run_cli(inventory: str, shuffle_partitions: int) -> ColdRun:
 def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partitions: int) -> ColdRun:
     """The least Spark program (benchmarks.bare_spark) in a cold process of its own: the floor
     under ``run_cli`` that any Spark job pays, timed the same way (it logs no steps)."""
-    fresh = _fresh(["benchmarks.bare_spark", "--inventory", inventory, "--cutoff-ms", str(cutoff_ms), *roots],
-                   shuffle_partitions)
+    return run_module(["benchmarks.bare_spark", "--inventory", inventory, "--cutoff-ms", str(cutoff_ms), *roots],
+                      shuffle_partitions)
+
+
+def run_module(module_args: list[str], shuffle_partitions: int, jars: str | None = None) -> ColdRun:
+    """Any ``python -m`` program in a cold process, timed the same way; it prints its candidates last.
+    ``jars``: a ``--jars`` list for its session (Delta's own VACUUM, benchmarks.delta_vacuum)."""
+    fresh = _fresh(module_args, shuffle_partitions, jars)
     return ColdRun(fresh.session_s, fresh.job_s, {}, int(fresh.stdout.split()[-1]), fresh.archive)
 
 
@@ -80,9 +86,9 @@ class _Fresh:
         return self.ended - self.session_at
 
 
-def _fresh(module_args: list[str], shuffle_partitions: int) -> _Fresh:
+def _fresh(module_args: list[str], shuffle_partitions: int, jars: str | None = None) -> _Fresh:
     """``python -m`` ``module_args`` in a fresh process, launched as users launch the jobs."""
-    launch_args = f"--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
+    launch_args = f"{f'--jars {jars} ' if jars else ''}--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
     archive = jvm_archive.submit_args(launch_args) is not None
     launched = time.time()
     done = subprocess.run([sys.executable, "-m", *module_args], env={**os.environ, "PYSPARK_SUBMIT_ARGS": launch_args},
