@@ -243,16 +243,24 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
     """Replace partitions in one transaction of Delta's own (its JVM API through py4j): the claims
     are read through the transaction, so a concurrent commit of a claim on the same partition
     conflicts with it, and go into its commit beside the data files and the removes; a conflict
-    reads the table again, as the deltalake path does. DataFrameWriter offers one application
-    transaction per write, and a replace needs two per partition."""
+    reads the table again, as the deltalake path does (the files, written once, are committed by
+    whichever attempt goes in; those of partitions left to a newer claim are deleted). DataFrameWriter
+    offers one application transaction per write, and a replace needs two per partition."""
     spark = df.sparkSession
-    log = spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
+    jvm = spark.sparkContext._jvm
+    scala = jvm.scala.collection.JavaConverters
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
     if not log.tableExists():  # created empty first: each transaction reads the log anew when it starts
         df.limit(0).write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
+    txn = log.startTransaction()
+    written: dict[PartitionKey, list] = {}  # partition key -> the AddFile actions of its files
+    for add in scala.seqAsJavaList(txn.writeFiles(df._jdf)):
+        values = scala.mapAsJavaMap(add.partitionValues())
+        written.setdefault(tuple(str(values.get(c)) for c in partition_by), []).append(add)
     attempt = 0
     while True:
         attempt += 1
-        txn = log.startTransaction()
+        txn = txn if attempt == 1 else log.startTransaction()
         held = {}
         for key in claims:
             app = _claim_app(partition_by, key)
@@ -261,41 +269,45 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
                 held[key] = Claim(rank, max(txn.txnVersion(app + "#identity"), 0))
         outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
         writing = [p for p in partitions if _key(partition_by, p) not in outranked]
-        replaced = [*writing, *drop]
+        adds = [a for p in writing for a in written.get(_key(partition_by, p), [])]
         mine = {k: c for k, c in claims.items() if k not in outranked}
         try:
-            added, removed, rows = _commit_in_jvm(spark, txn, df, table_uri, partition_by, writing, replaced, mine)
+            removed = _commit_in_jvm(spark, txn, table_uri, partition_by, adds, [*writing, *drop], mine)
         except _Conflict:
             if attempt == COMMIT_ATTEMPTS:
                 raise
             continue
-        return WriteResult(table_uri, added, removed, rows, "delta-spark", outranked=outranked)
+        storage = Storage(spark)
+        for key in outranked:  # never committed: nobody reads them
+            for add in written.get(key, []):
+                storage.delete(uris.join(table_uri, unquote(add.path())))
+        counted: list[int | None] = [json.loads(a.stats()).get("numRecords") if a.stats() else None for a in adds]
+        rows = (sum(n for n in counted if n is not None) if None not in counted
+                else df.where(_partitions_predicate(partition_by, writing)).count())
+        return WriteResult(table_uri, len(adds), removed, rows, "delta-spark", outranked=outranked)
 
 
-def _commit_in_jvm(spark, txn, df, table_uri, partition_by, writing, replaced, claims) -> tuple[int, int, int]:
-    """Write ``writing``'s rows of ``df``, remove every file of ``replaced``, set the claims: one commit."""
+def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims) -> int:
+    """Commit ``adds``, the removes of every file of ``replaced`` and the claims in one commit; the
+    number of files removed."""
     jvm = spark.sparkContext._jvm
-    delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.collection.JavaConverters
+    scala = jvm.scala.collection.JavaConverters
     where = _partitions_predicate(partition_by, replaced)
     condition = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)  # as replaceWhere parses it
-    data = df.where(_partitions_predicate(partition_by, writing))
-    added = list(scala.seqAsJavaList(txn.writeFiles(data._jdf)))
     removes = [a.remove() for a in scala.seqAsJavaList(txn.filterFiles(scala.asScalaBuffer([condition]).toList(), False))]
     now = jvm.scala.Some(int(time.time() * 1000))
-    claimed = [delta.actions.SetTransaction(app, version, now)
+    claimed = [jvm.org.apache.spark.sql.delta.actions.SetTransaction(app, version, now)
                for key, claim in sorted(claims.items()) for app, version in
                ((_claim_app(partition_by, key), claim.rank), (_claim_app(partition_by, key) + "#identity", claim.identity))]
     for hook in BEFORE_COMMIT:
         hook(table_uri)
     try:
-        txn.commit(scala.asScalaBuffer([*added, *removes, *claimed]).toList(), _write_operation(jvm, partition_by, where))
+        txn.commit(scala.asScalaBuffer([*adds, *removes, *claimed]).toList(), _write_operation(jvm, partition_by, where))
     except Exception as exc:
         if _is_conflict(jvm, exc):
             raise _Conflict(str(exc).splitlines()[0]) from exc
         raise
-    counted: list[int | None] = [json.loads(a.stats()).get("numRecords") if a.stats() else None for a in added]
-    rows = sum(n for n in counted if n is not None) if None not in counted else data.count()
-    return len(added), len(removes), rows
+    return len(removes)
 
 
 def _partitions_predicate(partition_by: Sequence[str], partitions: Sequence[Mapping[str, str]]) -> str:
