@@ -47,8 +47,8 @@ from lakeio import catalog, uris
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
-from lakeio.deltalog.references import needed_elsewhere
-from lakeio.deltalog.replay import Replay, read_logs
+from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
+from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
@@ -283,7 +283,7 @@ class Chargeback:
             self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
             replay = self._replay_logs(roots, result)
             policies = self._policies(replay, result, now_ms)
-            result.cells = self._split(rows, roots, policies, replay)
+            result.cells = self._split(rows, roots, policies, replay, now_ms)
             result.bucket_totals = self._bucket_totals(rows)
         finally:
             rows.unpersist()
@@ -293,7 +293,7 @@ class Chargeback:
 
     def _replay_logs(self, roots: list[TableRoot], result: ChargebackResult) -> Replay:
         self.progress(f"replaying {len(roots)} log(s)")
-        replay = read_logs(self.spark, Storage(self.spark), roots)
+        replay = read_unsure_too(self.spark, Storage(self.spark), roots)
         result.unreadable.update(replay.failures)
         return replay
 
@@ -301,6 +301,8 @@ class Chargeback:
         """Each readable table's own retention decides time travel versus reclaimable."""
         policies = []
         for root, state in sorted(replay.states.items()):
+            if root in replay.failures:  # its own files stay unclassified; what it names still counts (_split)
+                continue
             try:
                 hours = gates.table_retention_hours(state)
             except ValueError as exc:
@@ -312,7 +314,8 @@ class Chargeback:
                 result.unreadable[root] = str(exc)
         return policies
 
-    def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay) -> list[Cell]:
+    def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay,
+               now_ms: int) -> list[Cell]:
         self.progress("splitting every object by table, category and storage class")
         tables = policy_frame(self.spark, policies)
         files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
@@ -329,7 +332,7 @@ class Chargeback:
             .when(F.col("category") == Category.CANDIDATE.value, "reclaimable")
             .otherwise("other")
         )
-        cutoffs = {p.table_root: p.cutoff_ms for p in policies}
+        cutoffs = {**retention_cutoffs(replay.states.values(), now_ms), **{p.table_root: p.cutoff_ms for p in policies}}
         references = needed_elsewhere(replay, cutoffs, roots).frame
         split = classify(owned, files, hidden_patterns(policies), references).select(
             "bucket", "table_root", category.alias("charge_category"),

@@ -62,7 +62,7 @@ from lakeio.delta_read import TableNotFound
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
-from lakeio.deltalog.replay import Replay, read_logs
+from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
@@ -432,7 +432,7 @@ class ErasureEvidence:
 
     def _replay_logs(self, roots: list[str]) -> Replay:
         self.progress(f"replaying {len(roots)} log(s)")
-        return read_logs(self.spark, self.storage, roots)
+        return read_unsure_too(self.spark, self.storage, roots)
 
     def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
         tables = {root: TableErasure(root) for root in roots}

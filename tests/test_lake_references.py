@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lake_reports.charges import chargeback
+from lake_reports.erasure_evidence import erasure
 from lakeio.deltalog.references import _holds_another
 from tests.lakes import inventory_of
 from tests.report_schemas import assert_matches_schema
@@ -115,6 +116,38 @@ def test_files_other_tables_need_are_kept_and_named(spark, tmp_path):
     result = chargeback(spark, inventory)
     reclaimable = {c.table: c.objects for c in result.cells if c.category == "reclaimable"}
     assert reclaimable.get(f"file://{source}") == 2 and f"file://{inner}" not in reclaimable, reclaimable
+
+
+@pytest.mark.parametrize("odd", ["odd%2Fname.parquet", "odd#name.parquet"], ids=["escaped slash", "raw hash"])
+def test_a_table_whose_log_we_cannot_wholly_resolve_protects_what_it_names_in_every_report(spark, tmp_path, odd):
+    """The vacuum, the chargeback and the erasure evidence classify the lake one way: a clone outside
+    the run whose log also names a file we cannot resolve with certainty (so the clone itself is
+    unreadable) still needs the source's file it names literally."""
+    bucket = tmp_path / "lake"
+    source = _table(bucket / "source", 2)
+    files = sorted(p.name for p in source.glob("*.parquet"))
+    _commit(source, [_remove(name, int(OLD * 1000)) for name in files])  # every tombstone expired
+    clone = _table(bucket / "clone")
+    _commit(clone, [_add(f"file://{source}/{files[0]}"), _add(odd)])
+    for path in bucket.rglob("*.parquet"):
+        os.utime(path, (OLD, OLD))
+    inventory = inventory_of(spark, bucket, tmp_path)
+    report_file, audit = tmp_path / "report.json", tmp_path / "audit"
+
+    code = main(["--inventory-table", inventory, "--table", str(source), "--dry-run", "--audit-table", str(audit),
+                 "--report", str(report_file)])
+
+    assert code == 1  # the clone's references are not all known: said, and the run exits 1
+    doc = json.loads(report_file.read_text())
+    assert list(doc["references_unknown"]) == [f"file://{clone}"]
+    [table] = doc["tables"]
+    assert (table["counts"]["referenced_files"], table["counts"]["candidate_files"]) == (1, 1)
+    charges = chargeback(spark, inventory)
+    reclaimable = {c.table: c.objects for c in charges.cells if c.category == "reclaimable"}
+    assert reclaimable.get(f"file://{source}") == 1, reclaimable  # the same one file
+    assert f"file://{clone}" in charges.unreadable
+    evidence = erasure(spark, str(audit), inventory, paths=[f"file://{source}/{name}" for name in files])
+    assert [a.status for a in evidence.answers] == ["referenced_elsewhere", "not_vacuumed_since"], evidence.answers
 
 
 # Roots as the lake spells them: nested, sharing a name's prefix (t, t_backup, t2), deep or shallow.

@@ -40,9 +40,10 @@ def _objects(client, bucket: str, aged_days: float) -> list[InventoryObject]:
     return [replace(o, last_modified_ms=o.last_modified_ms - back) for o in _listing(client, bucket)]
 
 
-def _deliver(client, local: Path, source: str, destination: str, objects: list[InventoryObject], when: datetime) -> str:
+def _deliver(client, local: Path, source: str, destination: str, objects: list[InventoryObject], when: datetime,
+             file_format: str = "Parquet", config: str = "all-versions") -> str:
     """Write a delivery as S3 Inventory lays it out in ``destination``; the s3a:// URI of its manifest."""
-    manifest = write_delivery(str(local), source, "all-versions", objects, when, versioned=True,
+    manifest = write_delivery(str(local), source, config, objects, when, file_format=file_format, versioned=True,
                               destination_bucket=destination)
     for path in local.rglob("*"):
         if path.is_file():
@@ -134,6 +135,30 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     evidence = erasure(spark, audit, inventory, paths=[f"s3://{lake}/warehouse/orders/stale-orphan.parquet"])
     assert not evidence.refused, evidence.refused
     assert [a.status for a in evidence.answers] == ["erased"], evidence.answers
+
+
+def test_job_1_reads_each_report_format_through_s3a_and_refuses_a_damaged_delivery_by_name(spark, s3, tmp_path):
+    lake, housekeeping, _ = _lake(spark, s3)
+    objects = _objects(s3, lake, aged_days=1)
+    when = datetime.now(timezone.utc) - timedelta(hours=1)
+    manifests = {fmt: _deliver(s3, tmp_path / fmt, lake, housekeeping, objects, when, fmt, f"daily-{fmt.lower()}")
+                 for fmt in ("Parquet", "ORC", "CSV")}
+    damaged = _deliver(s3, tmp_path / "damaged", lake, housekeeping, objects, when, "CSV", "damaged")
+    [data_key] = [o["Key"] for o in s3.list_objects_v2(Bucket=housekeeping, Prefix=f"inventory/{lake}/damaged/")["Contents"]
+                  if "/data/" in o["Key"]]
+    s3.put_object(Bucket=housekeeping, Key=data_key, Body=b"not the report the manifest names")
+    inventory = f"s3a://{housekeeping}/tables/inventory"
+
+    result = IngestInventory(spark, inventory, {}).execute([*manifests.values(), damaged])
+
+    assert sorted(d.file_format for d in result.ingested) == ["CSV", "ORC", "Parquet"]
+    [refused] = [d for d in result.deliveries if d.status == "refused"]
+    assert refused.manifest_uri == damaged and data_key in refused.error and "does not match" in refused.error, refused
+    table = "s3" + inventory.removeprefix("s3a")
+    rows = DeltaTable(table).to_pyarrow_table(columns=["config_id", "key", "version_id"]).to_pylist()
+    per_config = {c: sorted((r["key"], r["version_id"]) for r in rows if r["config_id"] == c) for c in {r["config_id"] for r in rows}}
+    expected = sorted((o.key, o.version_id) for o in objects)
+    assert per_config == {f"daily-{fmt.lower()}": expected for fmt in manifests}  # each format reads the same rows
 
 
 def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(spark, s3, s3_endpoint, tmp_path):

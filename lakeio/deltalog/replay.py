@@ -125,6 +125,17 @@ def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str],
     return replay
 
 
+def read_unsure_too(spark: SparkSession, storage: Storage, table_roots: Sequence[str]) -> Replay:
+    """:func:`read_logs` as the vacuum reads the lake's other tables, for the reports: a table whose
+    actions name a file we cannot resolve with certainty lands in ``failures`` (nothing of its own
+    is classified), but its actions stay in ``files``, so that the files it names literally are
+    still needed by it (deltalog.references), as the vacuum keeps them. One classification for
+    the vacuum, the chargeback and the erasure evidence."""
+    replay = read_logs(spark, storage, table_roots, check_paths=False)
+    replay.failures.update(unresolvable(replay.files))
+    return replay
+
+
 # Delta never lets a cluster's spark.sql.files.ignoreCorruptFiles / ignoreMissingFiles skip a
 # log file (DeltaLog.indexToRelation): a skipped checkpoint part would turn live files into orphans.
 _EXACT_READ = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
