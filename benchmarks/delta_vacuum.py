@@ -27,13 +27,10 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 
 from benchmarks import cold
-from benchmarks.vacuum_planning import build_table, table_roots
+from benchmarks.vacuum_planning import build_lake
 from infra import jvm_jars
-from inventory_etl.ingestion import IngestInventory
-from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.cli import setup_logging
 from lakeio.spark import get_spark
 
@@ -61,19 +58,8 @@ def delta_side(side: str, inventory: str, roots: list[str]) -> int:
 
 def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-delta-vacuum-")
-    bucket = os.path.join(workdir, "lake")
-    now_ms = int(time.time() * 1000)
-    started = time.monotonic()
-    roots = table_roots(bucket, tables)
-    for root in roots:
-        build_table(root, files_per_table, now_ms)
-    built = time.monotonic() - started
-    manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily", objects_in_folder(bucket),
-                              datetime.now(timezone.utc), rows_per_file=250_000)
-    inventory = os.path.join(workdir, "inventory")
-    result = IngestInventory(get_spark("bench-delta-vacuum"), inventory, {"lake": bucket}).execute([manifest])
-    if result.refused:
-        raise SystemExit(f"inventory refused: {result.refused[0].error}")
+    lake = build_lake(get_spark("bench-delta-vacuum"), workdir, tables, files_per_table, int(time.time() * 1000))
+    roots, inventory = lake.roots, lake.inventory
 
     def delta(side: str):
         return lambda: cold.run_module(["benchmarks.delta_vacuum", "--side", side, "--inventory", inventory, *roots],
@@ -85,7 +71,7 @@ def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jar
             if name not in best or fresh.job_s < best[name][0]:
                 best[name] = (fresh.job_s, fresh)
     shutil.rmtree(workdir, ignore_errors=True)
-    return {"tables": tables, "files": tables * files_per_table, "build_s": built, "best": best}
+    return {"tables": tables, "files": len(lake.objects), "build_s": lake.build_s, "best": best}
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from deltalake import DeltaTable
@@ -99,6 +100,34 @@ def build_table(root: str, files: int, now_ms: int, shape: str = "checkpoint") -
         DeltaTable(root).create_checkpoint()
 
 
+@dataclass(frozen=True)
+class BenchLake:
+    roots: list[str]
+    inventory: str  # the inventory table of the lake (job 1)
+    objects: list  # what the inventory lists
+    build_s: float
+    inventory_s: float
+
+
+def build_lake(spark, workdir: str, tables: int, files_per_table: int, now_ms: int, shape: str = "checkpoint") -> BenchLake:
+    """``tables`` tables of ``files_per_table`` files under ``workdir``/lake, and their inventory, ingested."""
+    bucket = os.path.join(workdir, "lake")
+    started = time.monotonic()
+    roots = table_roots(bucket, tables)
+    for root in roots:
+        build_table(root, files_per_table, now_ms, shape)
+    built = time.monotonic() - started
+    started = time.monotonic()
+    objects = objects_in_folder(bucket)
+    manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily", objects, datetime.now(timezone.utc),
+                              rows_per_file=250_000)
+    inventory = os.path.join(workdir, "inventory")
+    result = IngestInventory(spark, inventory, {"lake": bucket}).execute([manifest])
+    if result.refused:
+        raise SystemExit(f"inventory refused: {result.refused[0].error}")
+    return BenchLake(roots, inventory, objects, built, time.monotonic() - started)
+
+
 def _pages(keys: int) -> int:
     return max(1, -(-keys // 1000))
 
@@ -106,25 +135,11 @@ def _pages(keys: int) -> int:
 def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None, repeat: int = 3,
         shuffle_partitions: int = 200, shape: str = "checkpoint", cold_runs: bool = True) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
-    bucket = os.path.join(workdir, "lake")
     now_ms = int(time.time() * 1000)
-    started = time.monotonic()
-    roots = table_roots(bucket, tables)
-    for root in roots:
-        build_table(root, files_per_table, now_ms, shape)
-    built = time.monotonic() - started
-
-    started = time.monotonic()
-    objects = objects_in_folder(bucket)
-    manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily", objects, datetime.now(timezone.utc),
-                              rows_per_file=250_000)
     spark = get_spark("bench-vacuum")
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    inventory = os.path.join(workdir, "inventory")
-    result = IngestInventory(spark, inventory, {"lake": bucket}).execute([manifest])
-    if result.refused:
-        raise SystemExit(f"inventory refused: {result.refused[0].error}")
-    inventoried = time.monotonic() - started
+    lake = build_lake(spark, workdir, tables, files_per_table, now_ms, shape)
+    roots, inventory, objects, built, inventoried = lake.roots, lake.inventory, lake.objects, lake.build_s, lake.inventory_s
 
     targets = as_targets(roots)
     options = VacuumOptions(inventory, dry_run=True, now_ms=now_ms)
