@@ -6,7 +6,7 @@ import re
 import sys
 
 # Spark's preamble before a failed task's own error: the error is what names the file.
-_TASK_FAILURE = re.compile(r"^(?:org\.apache\.spark\.SparkException: )?Job aborted due to stage failure: "
+_TASK_FAILURE = re.compile(r"^(?:(?:org\.apache\.spark\.)?SparkException: )?Job aborted due to stage failure: "
                            r".*?most recent failure: Lost task .*?\): ")
 # What a reader does not need of a Java message: the package of a class named in it, Spark's error
 # class ("[FAILED_READ_FILE.NO_HINT] ") and SQL state.

@@ -80,6 +80,18 @@ def test_common_storage_failures_lead_with_what_to_do(case):
     assert storage_advice("java.io.FileNotFoundException: s3a://lake/t/part-1.parquet") is None
 
 
+def test_a_failed_tasks_error_is_its_own_reason_whole_without_spark_s_wrapping():
+    path = "file:///lake/" + "a-long-table-name/" * 20 + "_delta_log/00000000000000000001.json"
+    wrapped = RuntimeError(
+        "An error occurred while calling o88.collectToPython.\n: org.apache.spark.SparkException: Job aborted due to "
+        "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 in stage 3.0 (TID 3) "
+        f"(localhost executor driver): org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error "
+        f"while reading file {path}.  SQLSTATE: KD001\n\tat org.apache.spark.x(X.scala:1)\n"
+        f"Caused by: java.io.EOFException: Unexpected end of input in {path}\n\tat java.io.X(X.java:2)")
+    assert first_line(wrapped) == (f"SparkException: Encountered error while reading file {path}. "
+                                   f"(cause: EOFException: Unexpected end of input in {path})")
+
+
 _DENYING_SERVER = """
 import http.server, sys
 class Deny(http.server.BaseHTTPRequestHandler):
