@@ -332,7 +332,7 @@ class Chargeback:
             .when(F.col("category") == Category.CANDIDATE.value, "reclaimable")
             .otherwise("other")
         )
-        cutoffs = {**retention_cutoffs(replay.states.values(), now_ms), **{p.table_root: p.cutoff_ms for p in policies}}
+        cutoffs = retention_cutoffs(replay.states.values(), now_ms)  # the policies' own, and the unreadable tables' too
         references = needed_elsewhere(replay, cutoffs, roots).frame
         split = classify(owned, files, hidden_patterns(policies), references).select(
             "bucket", "table_root", category.alias("charge_category"),

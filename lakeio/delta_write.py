@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakeio import uris
-from lakeio.spark import delta_jars_present, session_setting
+from lakeio.spark import delta_jars_present, jvm_class, session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
 
@@ -319,9 +319,7 @@ def _write_operation(jvm, partition_by: Sequence[str], predicate: str):
     """Delta's WRITE operation (mode Overwrite, the partitions, the predicate), as its history shows a
     replaceWhere. Its constructor gains optional parameters from release to release: they stay None."""
     scala = jvm.scala
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where --jars puts Delta
-    [constructor] = jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaOperations$Write", True,
-                                                loader).getConstructors()
+    [constructor] = jvm_class("org.apache.spark.sql.delta.DeltaOperations$Write").getConstructors()
     given = [jvm.org.apache.spark.sql.SaveMode.Overwrite,
              scala.Some(scala.collection.JavaConverters.asScalaBuffer(list(partition_by)).toList()), scala.Some(predicate)]
     types = list(constructor.getParameterTypes())
@@ -338,7 +336,7 @@ def _write_operation(jvm, partition_by: Sequence[str], predicate: str):
 def _is_conflict(jvm, exc: BaseException) -> bool:
     """Whether Delta refused the commit for another writer's (its concurrent-modification exceptions)."""
     java = getattr(exc, "java_exception", None)
-    return java is not None and jvm.java.lang.Class.forName("java.util.ConcurrentModificationException").isInstance(java)
+    return java is not None and jvm_class("java.util.ConcurrentModificationException").isInstance(java)
 
 
 def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed) -> WriteResult:

@@ -48,14 +48,19 @@ DEFAULTS = {
 log = logging.getLogger(__name__)
 
 
-def _class_on_classpath(class_name: str) -> bool:
-    """True when the (already launched) JVM can load ``class_name``."""
+def jvm_class(class_name: str):
+    """The (already launched) JVM's class ``class_name``, loaded where ``--jars`` puts classes (the
+    context class loader, not the one ``Class.forName`` alone asks). Raises when there is none."""
     SparkContext._ensure_initialized()
     jvm = SparkContext._jvm
     assert jvm is not None
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    return jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(class_name)
+
+
+def _class_on_classpath(class_name: str) -> bool:
+    """True when the (already launched) JVM can load ``class_name``."""
     try:
-        loader.loadClass(class_name)
+        jvm_class(class_name)
         return True
     except Exception:  # py4j raises Py4JJavaError(ClassNotFoundException)
         return False

@@ -40,13 +40,13 @@ def _lake(tmp_path: Path) -> tuple[list[Path], dict[Path, int]]:
     return tables, {t: DeltaTable(str(t)).to_pyarrow_table().num_rows for t in tables}
 
 
-def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Callable[[threading.Event], None]):
-    """Run A in a thread of its own; ``hold`` installs the pause (it gets the event that lets A go on).
-    Returns (start, finish): start runs A until it reaches the pause, finish lets it go and returns its report."""
+def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Callable):
+    """Run A in a thread of its own, paused where ``hold`` puts the pause (it returns how to take it
+    away again). Returns (start, finish): start runs A until it reaches the pause, finish lets it go
+    and returns its report."""
     release, reached, result = threading.Event(), threading.Event(), {}
     run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False, audit_table=str(audit), now_ms=now_ms() + 5000,
                                            **OPTIONS))
-    hold_here = hold(release)
 
     def pause() -> None:
         if threading.current_thread().name == "A" and not release.is_set():
@@ -54,40 +54,38 @@ def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Call
             assert release.wait(timeout=300), "run A was never let go"
 
     thread = threading.Thread(name="A", target=lambda: result.update(report=run.execute([str(t) for t in tables])))
+    undo = hold(run, pause)
 
     def start() -> None:
-        hold_here(run, pause)
         thread.start()
         assert reached.wait(timeout=300), "run A never reached its pause"
 
     def finish():
         release.set()
         thread.join(timeout=300)
+        undo()
         assert "report" in result, "run A did not finish"
         return result["report"]
 
     return start, finish
 
 
-def _at_the_deletes(_release):
-    def install(run: BatchVacuum, pause) -> None:
-        announce = run.progress
+def _at_the_deletes(run: BatchVacuum, pause) -> Callable[[], None]:
+    announce = run.progress
 
-        def progress(message: str) -> None:
-            announce(message)
-            if message.startswith("deleting in"):  # planned and checked again: the next step deletes
-                pause()
+    def progress(message: str) -> None:
+        announce(message)
+        if message.startswith("deleting in"):  # planned and checked again: the next step deletes
+            pause()
 
-        run.progress = progress
-    return install
+    run.progress = progress
+    return lambda: None
 
 
-def _at_the_audit_commit(release):
-    def install(run: BatchVacuum, pause) -> None:
-        hook = lambda _table: pause()  # noqa: E731 - the commit that records run A's deletes
-        delta_write.BEFORE_COMMIT.append(hook)
-        threading.Thread(target=lambda: (release.wait(600), delta_write.BEFORE_COMMIT.remove(hook)), daemon=True).start()
-    return install
+def _at_the_audit_commit(_run: BatchVacuum, pause) -> Callable[[], None]:
+    hook = lambda _table: pause()  # noqa: E731 - the commit that records run A's deletes
+    delta_write.BEFORE_COMMIT.append(hook)
+    return lambda: delta_write.BEFORE_COMMIT.remove(hook)
 
 
 @pytest.mark.parametrize("hold", [_at_the_deletes, _at_the_audit_commit], ids=["A held before deleting",
