@@ -54,6 +54,9 @@ def spark():
     from lakeio.spark import get_spark
 
     session = get_spark("tests", "local[2]")
+    # Delta rebuilds a snapshot's state in 50 partitions by default, for tables of millions of files; the
+    # tests' tables have a few, and the jars runs spent most of their time scheduling empty tasks.
+    session.conf.set("spark.databricks.delta.snapshotPartitions", "2")
     yield session
     session.stop()
 
@@ -93,6 +96,12 @@ def s3_endpoint():
         server.wait(timeout=30)
 
 
+def s3a_settings(endpoint: str) -> dict[str, str]:
+    """The Hadoop settings that point Spark's S3 connector at ``endpoint`` (``s3://`` mapped to it too)."""
+    return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
+            "fs.s3a.endpoint.region": "us-east-1", "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+
+
 @pytest.fixture
 def s3(spark, s3_endpoint, monkeypatch):
     """Spark's S3 connector (hadoop-aws: tests marked ``s3a``; ``s3://`` mapped to it, as on a cluster outside
@@ -100,9 +109,7 @@ def s3(spark, s3_endpoint, monkeypatch):
     from vacuum_jobs.deleter import S3BatchDeleter
 
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true",
-                       "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
-                       "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}.items():
+    for key, value in s3a_settings(s3_endpoint).items():
         conf.set(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")

@@ -12,6 +12,10 @@ Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -26,6 +30,7 @@ from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
+from tests.conftest import JARS, s3a_settings
 from tests.lakes import now_ms, vacuum
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.deleter import DeleteSettings
@@ -81,6 +86,27 @@ def _rows(spark, table: str) -> int:
     return DeltaTable("s3" + table.removeprefix("s3a")).to_pyarrow_table().num_rows
 
 
+def _job(endpoint: str, module: str, *args: str, cwd: Path, status: int = 0) -> subprocess.CompletedProcess:
+    """``python -m module args`` in a process of its own, set up as on a cluster: the jars and the S3
+    connector's endpoint in Spark's conf, the credentials and the clients' endpoint in the environment;
+    it must exit with ``status``."""
+    conf = " ".join(f"--conf spark.hadoop.{key}={value}" for key, value in s3a_settings(endpoint).items())
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"--jars {JARS} {conf} --driver-memory 1g pyspark-shell"}
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == status, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def _json(client, uri: str) -> dict:
+    bucket, _, key = uri.removeprefix("s3a://").partition("/")
+    return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def _live_keys(client, bucket: str) -> set[str]:
+    return {o.key for o in _objects(client, bucket, 0) if o.is_latest and not o.is_delete_marker}
+
+
 @pytest.mark.jars_too  # with Delta's writer wherever its jars are: the lake and our tables on s3a:// written by Delta
 def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     lake, housekeeping, table = _lake(spark, s3)
@@ -99,12 +125,11 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     assert ("Delta-Lake" in commit.get("engineInfo", "")) == delta_jars_present(), commit  # Delta's own writer with its jars
 
     # Job 2: the plan from the inventory and the log read through s3a://, deletes with DeleteObjects.
-    live = {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker}
+    live = _live_keys(s3, lake)
     run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
                  delete=settings, now_ms=now_ms() + 5000)
     assert [(t.status, t.reason) for t in run.tables] == [("vacuumed", None)]
-    after = {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker}
-    deleted = live - after
+    deleted = live - _live_keys(s3, lake)
     assert "warehouse/orders/stale-orphan.parquet" in deleted
     assert len(deleted) == run.totals()["deleted_files"] >= 3  # the orphan and the two replaced commits' files
     assert not any("_delta_log" in key for key in deleted)
@@ -112,7 +137,7 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
 
     # Restore takes the run's delete markers away; a second vacuum deletes again; purge erases the versions.
     restored = restore(spark, audit, run.run_id, dry_run=False, delete=settings)
-    assert restored.ok and {o.key for o in _objects(s3, lake, 0) if o.is_latest and not o.is_delete_marker} == live
+    assert restored.ok and _live_keys(s3, lake) == live
     again = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
                    delete=settings, now_ms=now_ms() + 5000)
     assert again.totals()["deleted_files"] == len(deleted)
@@ -186,3 +211,67 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     [counts] = [t.counts for t in again.tables]
     assert (counts.candidate_files, counts.missing_files) == (0, 0), counts
     assert (counts.noncurrent_files, counts.noncurrent_bytes) == (len(hidden), sum(o.size or 0 for o in hidden))
+
+
+@pytest.mark.jars_too
+def test_job_2_from_its_command_line_finds_plans_and_deletes_through_the_s3_api_and_reports_there(spark, s3, s3_endpoint,
+                                                                                                  tmp_path):
+    """Job 2 on its own, as a user runs it: tables found in the inventory, the report and the audit written to S3."""
+    lake, housekeeping, table = _lake(spark, s3)
+    s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")
+    rows = _rows(spark, table)
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    report = f"s3a://{housekeeping}/reports/vacuum.json"
+    manifest = _deliver(s3, tmp_path / "dest", lake, housekeeping, _objects(s3, lake, aged_days=10),
+                        datetime.now(timezone.utc) - timedelta(hours=1))
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    live = _live_keys(s3, lake)
+
+    _job(s3_endpoint, "vacuum_jobs", "--inventory-table", inventory, "--discover", "--retain-hours", "0",
+         "--force-retention", "--audit-table", audit, "--report", report, cwd=tmp_path)
+
+    [vacuumed] = _json(s3, report)["tables"]
+    assert vacuumed["status"] == "vacuumed" and vacuumed["table"].endswith(f"{lake}/warehouse/orders"), vacuumed
+    deleted = live - _live_keys(s3, lake)
+    assert "warehouse/orders/stale-orphan.parquet" in deleted and not any("_delta_log" in key for key in deleted)
+    assert len(deleted) == vacuumed["counts"]["deleted_files"] >= 3
+    recorded = DeltaTable("s3" + audit.removeprefix("s3a")).to_pyarrow_table(columns=["path", "action"]).to_pylist()
+    assert sorted(r["path"].split(f"{lake}/", 1)[1] for r in recorded if r["action"] == "deleted") == sorted(deleted)
+    assert _rows(spark, table) == rows
+
+
+def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_on_s3(spark, s3, s3_endpoint, tmp_path):
+    """The chargeback and the erasure evidence on their own: the inventory and the audit on S3, the
+    delete a vacuum made there, the report written back to S3 and the chargeback's files kept locally."""
+    lake, housekeeping, table = _lake(spark, s3)
+    s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    now = datetime.now(timezone.utc)
+    manifest = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(days=1))
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+                 delete=DeleteSettings(endpoint_url=s3_endpoint), now_ms=now_ms() + 5000, max_inventory_age_hours=48)
+    assert run.ok, run.tables
+    later = _deliver(s3, tmp_path / "d2", lake, housekeeping, _objects(s3, lake, aged_days=0), now)
+    assert not IngestInventory(spark, inventory, {}).execute([later]).refused
+
+    _job(s3_endpoint, "lake_reports", "chargeback", "--inventory-table", inventory, "--out", str(tmp_path / "charges"),
+         cwd=tmp_path)
+    evidence = f"s3a://{housekeeping}/reports/erasure.json"
+    _job(s3_endpoint, "lake_reports", "erasure", "--audit-table", audit, "--inventory-table", inventory, "--path",
+         f"s3://{lake}/warehouse/orders/stale-orphan.parquet", "--report", evidence, cwd=tmp_path, status=1)
+
+    charged = json.loads((tmp_path / "charges" / "chargeback.json").read_text())
+    assert charged["balanced"] and not charged["unreadable_tables"], charged
+    [orders] = charged["tables"]
+    listed = _objects(s3, lake, 0)  # delete markers: the run's, and Delta's writer's where it renamed a file
+    hidden = [o for o in listed if not o.is_latest and not o.is_delete_marker]
+    assert orders["table"] == f"s3://{lake}/warehouse/orders"
+    assert orders["bytes_by_category"]["noncurrent"] == sum(o.size or 0 for o in hidden) > 0
+    assert orders["objects_by_category"]["delete_marker"] == sum(o.is_delete_marker for o in listed) >= run.totals()["deleted_files"]
+    # Not erased, and said so: the delete marker hides a version that keeps the bytes, and exit status 1
+    # because nothing bounds the table's erasure while no purge run or lifecycle rule removes such versions.
+    [answer] = _json(s3, evidence)["answers"]
+    assert (answer["status"], answer["run_id"]) == ("soft_deleted", run.run_id), answer
+    [worst] = _json(s3, evidence)["tables"]
+    assert worst["over_deadline"] and "not bounded" in worst["problem"], worst
