@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -38,12 +39,14 @@ class ColdRun:
     jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
 
 
-def run_cli(inventory: str, shuffle_partitions: int) -> ColdRun:
-    """One cold process over every Delta table ``inventory`` shows; raises when the run fails."""
+def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = (), jars: str | None = None,
+            conf: Mapping[str, str] | None = None) -> ColdRun:
+    """One cold process over every Delta table ``inventory`` shows, with more ``options`` of the command
+    and a session launched with ``jars`` and ``conf``; raises when the run fails."""
     with tempfile.TemporaryDirectory(prefix="cold-run-") as scratch:
         report_path = os.path.join(scratch, "report.json")
         fresh = _fresh(["vacuum_jobs", "--inventory-table", inventory, "--discover", "--dry-run",
-                        "--report", report_path], shuffle_partitions)
+                        "--report", report_path, *options], shuffle_partitions, jars, conf)
         with open(report_path) as source:
             report = json.load(source)
     ends = [next(at for at, message in fresh.lines if message.startswith(prefix)) if prefix else fresh.ended
@@ -61,10 +64,11 @@ def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partition
                       shuffle_partitions)
 
 
-def run_module(module_args: list[str], shuffle_partitions: int, jars: str | None = None) -> ColdRun:
+def run_module(module_args: list[str], shuffle_partitions: int, jars: str | None = None,
+               conf: Mapping[str, str] | None = None) -> ColdRun:
     """Any ``python -m`` program in a cold process, timed the same way; it prints its candidates last.
     ``jars``: a ``--jars`` list for its session (Delta's own VACUUM, benchmarks.delta_vacuum)."""
-    fresh = _fresh(module_args, shuffle_partitions, jars)
+    fresh = _fresh(module_args, shuffle_partitions, jars, conf)
     return ColdRun(fresh.session_s, fresh.job_s, {}, int(fresh.stdout.split()[-1]), fresh.archive)
 
 
@@ -86,9 +90,12 @@ class _Fresh:
         return self.ended - self.session_at
 
 
-def _fresh(module_args: list[str], shuffle_partitions: int, jars: str | None = None) -> _Fresh:
+def _fresh(module_args: list[str], shuffle_partitions: int, jars: str | None = None,
+           conf: Mapping[str, str] | None = None) -> _Fresh:
     """``python -m`` ``module_args`` in a fresh process, launched as users launch the jobs."""
-    launch_args = f"{f'--jars {jars} ' if jars else ''}--conf spark.sql.shuffle.partitions={shuffle_partitions} pyspark-shell"
+    settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions), **(conf or {})}
+    launch_args = (f"{f'--jars {jars} ' if jars else ''}"
+                   + "".join(f"--conf {key}={value} " for key, value in settings.items()) + "pyspark-shell")
     archive = jvm_archive.submit_args(launch_args) is not None
     launched = time.time()
     done = subprocess.run([sys.executable, "-m", *module_args], env={**os.environ, "PYSPARK_SUBMIT_ARGS": launch_args},

@@ -63,49 +63,18 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own.
+    """moto's S3 server, for the whole run (tests.s3_faults.moto_server)."""
+    from tests.s3_faults import moto_server
 
-    Not a thread of the test process: deltalake's calls into Rust hold the test process's GIL, so a
-    server thread beside them cannot answer and every S3 request of theirs times out."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None:
-                    raise RuntimeError(f"moto's server exited with status {server.returncode}") from None
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("moto's server did not answer within 30 s")
+    with moto_server() as endpoint:
         yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def s3a_settings(endpoint: str) -> dict[str, str]:
-    """The Hadoop settings that point Spark's S3 connector at ``endpoint`` (``s3://`` mapped to it too)."""
-    return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
-            "fs.s3a.endpoint.region": "us-east-1", "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
 
 
 @pytest.fixture
 def s3(spark, s3_endpoint, monkeypatch):
     """Spark's S3 connector (hadoop-aws: tests marked ``s3a``; ``s3://`` mapped to it, as on a cluster outside
     EMR) and the Python clients pointed at moto's server; a boto3 client."""
+    from tests.s3_faults import s3a_settings
     from vacuum_jobs.deleter import S3BatchDeleter
 
     conf = spark.sparkContext._jsc.hadoopConfiguration()

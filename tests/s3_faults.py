@@ -1,4 +1,4 @@
-"""A proxy in front of the moto server that fails ``DeleteObjects`` requests the way S3 does.
+"""moto's S3 server, and a proxy in front of it that fails ``DeleteObjects`` requests the way S3 does.
 
 Each ``DeleteObjects`` request takes the next fault from a script (then ``ok``):
 
@@ -9,15 +9,22 @@ Each ``DeleteObjects`` request takes the next fault from a script (then ``ok``):
   ``InternalError``, as S3 does for keys it could not delete.
 
 Every request is logged (time, fault, keys asked), so tests can count attempts per fault
-and check the pace the store saw.
+and check the pace the store saw. The proxy can also hold every request a fixed time before
+relaying it: the benchmarks' stand-in for S3's latency (benchmarks.delta_vacuum ``--s3``).
 """
 
 from __future__ import annotations
 
 import http.client
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -28,10 +35,46 @@ _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code
              b"<Message>Please reduce your request rate.</Message></Error>")
 
 
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own; its URL.
+
+    Not a thread of this process: deltalake's calls into Rust hold the GIL, so a server thread
+    beside them cannot answer and every S3 request of theirs times out."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"moto's server exited with status {server.returncode}") from None
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("moto's server did not answer within 30 s")
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def s3a_settings(endpoint: str) -> dict[str, str]:
+    """The Hadoop settings that point Spark's S3 connector at ``endpoint`` (``s3://`` mapped to it too)."""
+    return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
+            "fs.s3a.endpoint.region": "us-east-1", "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+
+
 class FaultyS3:
-    def __init__(self, upstream: str, hang_seconds: float = 2.0):
+    def __init__(self, upstream: str, hang_seconds: float = 2.0, delay_seconds: float = 0.0):
         self.upstream = urlsplit(upstream)
         self.hang_seconds = hang_seconds
+        self.delay_seconds = delay_seconds  # every request waits this long before it is relayed
         self.script: list[str] = []
         self.requests: list[tuple[float, str, int]] = []  # (monotonic time, fault, keys asked)
         self._lock = threading.Lock()
@@ -60,7 +103,7 @@ class FaultyS3:
             return fault
 
     def _forward(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, list, bytes]:
-        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        connection = http.client.HTTPConnection(self.upstream.hostname or "127.0.0.1", self.upstream.port, timeout=30)
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         answer = (response.status, response.getheaders(), response.read())
@@ -77,6 +120,7 @@ class FaultyS3:
                 pass
 
             def _relay(self):
+                time.sleep(proxy.delay_seconds)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 if self.command == "POST" and urlsplit(self.path).query.startswith("delete"):
@@ -93,7 +137,7 @@ class FaultyS3:
                 failed = []
                 if fault == "partial":
                     objects = _OBJECT.findall(body)
-                    failed = [_KEY.search(o).group(1) for o in objects[:PARTIAL_KEYS]]
+                    failed = [m.group(1) for o in objects[:PARTIAL_KEYS] if (m := _KEY.search(o))]
                     body = _OBJECT.sub(lambda m: b"" if m.group(0) in objects[:PARTIAL_KEYS] else m.group(0), body)
                     headers = {k: v for k, v in headers.items()
                                if not k.lower().startswith(("content-md5", "x-amz-checksum", "x-amz-sdk-checksum"))}
@@ -111,10 +155,13 @@ class FaultyS3:
 
             def _answer(self, status: int, headers: list, body: bytes):
                 self.send_response(status)
+                length = str(len(body))
                 for name, value in headers:
-                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                    if name.lower() == "content-length" and self.command == "HEAD":
+                        length = value  # the object's size, which a HEAD answer states without a body
+                    elif name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
                         self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", length)
                 self.end_headers()
                 self.wfile.write(body)
 

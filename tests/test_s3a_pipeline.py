@@ -30,8 +30,9 @@ from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
-from tests.conftest import JARS, s3a_settings
+from tests.conftest import JARS
 from tests.lakes import now_ms, vacuum
+from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.undo import purge, restore
