@@ -87,7 +87,7 @@ def _best_in_turn(repeat: int, actions: dict[str, Callable[[], cold.ColdRun]]) -
     return best
 
 
-def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str) -> dict:
+def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str, sides: list[str]) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-delta-vacuum-")
     lake = build_lake(get_spark("bench-delta-vacuum"), workdir, tables, files_per_table, int(time.time() * 1000))
     roots, inventory = lake.roots, lake.inventory
@@ -95,12 +95,13 @@ def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jar
     def delta(side: str) -> Callable[[], cold.ColdRun]:
         return lambda: cold.run_module(["benchmarks.delta_vacuum", "--side", side, "--inventory", inventory,
                                         "--retain-hours", "168", *roots], 200, jars)
-    best = _best_in_turn(repeat, {"ours": lambda: cold.run_cli(inventory, 200), **{s: delta(s) for s in SIDES}})
+    best = _best_in_turn(repeat, {"ours": lambda: cold.run_cli(inventory, 200), **{s: delta(s) for s in sides}})
     shutil.rmtree(workdir, ignore_errors=True)
     return {"tables": tables, "files": len(lake.objects), "build_s": lake.build_s, "rounds": {"local disk": best}}
 
 
-def run_s3(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str, delays_ms: list[float]) -> dict:
+def run_s3(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str, sides: list[str],
+           delays_ms: list[float]) -> dict:
     """The same sides on moto's S3 server, through a proxy holding every request each of ``delays_ms``."""
     from tests.s3_faults import FaultyS3, moto_server, s3a_settings
 
@@ -136,20 +137,20 @@ def run_s3(tables: int, files_per_table: int, repeat: int, workdir: str | None, 
             raise SystemExit(f"inventory refused: {ingested.refused[0].error}")
         roots = [f"s3a://{LAKE}/{os.path.relpath(root, bucket)}" for root in local_roots]
 
-        def sides(proxy: str) -> dict[str, Callable[[], cold.ColdRun]]:
+        def timed(proxy: str) -> dict[str, Callable[[], cold.ColdRun]]:
             conf = {f"spark.hadoop.{key}": value for key, value in s3a_settings(proxy).items()}
             unchecked = {**conf, "spark.databricks.delta.retentionDurationCheck.enabled": "false"}
-            found = {s: functools.partial(cold.run_module, ["benchmarks.delta_vacuum", "--side", s, "--inventory",
+            delta = {s: functools.partial(cold.run_module, ["benchmarks.delta_vacuum", "--side", s, "--inventory",
                                                             inventory, "--retain-hours", "0", *roots], 200, jars, unchecked)
-                     for s in SIDES}
+                     for s in sides}
             ours = ["--retain-hours", "0", "--force-retention"]
-            return {"ours": functools.partial(cold.run_cli, inventory, 200, ours, ours_jars, conf), **found}
+            return {"ours": functools.partial(cold.run_cli, inventory, 200, ours, ours_jars, conf), **delta}
 
         rounds = {}
         for delay in delays_ms:
             proxy = FaultyS3(endpoint, delay_seconds=delay / 1000)
             os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
-            rounds[f"S3 API, {delay:g} ms a request"] = _best_in_turn(repeat, sides(proxy.endpoint))
+            rounds[f"S3 API, {delay:g} ms a request"] = _best_in_turn(repeat, timed(proxy.endpoint))
             proxy.close()
     shutil.rmtree(workdir, ignore_errors=True)
     return {"tables": tables, "files": len(objects), "build_s": built, "rounds": rounds}
@@ -161,6 +162,8 @@ def main() -> None:
     parser.add_argument("--files-per-table", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=2, help="best of this many rounds (default: 2)")
     parser.add_argument("--workdir")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="Delta's sides to time (default: all three)")
     parser.add_argument("--s3", action="store_true", help="the lake and the inventory on moto's S3 server")
     parser.add_argument("--delay-ms", type=float, nargs="+", default=[0, 20],
                         help="with --s3: what the proxy adds to every request, one round per value (default: 0 20)")
@@ -182,17 +185,17 @@ def main() -> None:
         sys.exit(f"benchmarks.delta_vacuum needs Delta's jars: {exc}")
     if args.s3:  # this process writes the inventory table to S3 through Spark's connector
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--jars {jars} pyspark-shell"
-        f = run_s3(args.tables, args.files_per_table, args.repeat, args.workdir, jars, args.delay_ms)
+        f = run_s3(args.tables, args.files_per_table, args.repeat, args.workdir, jars, args.sides, args.delay_ms)
     else:
-        f = run(args.tables, args.files_per_table, args.repeat, args.workdir, jars)
+        f = run(args.tables, args.files_per_table, args.repeat, args.workdir, jars, args.sides)
     print(f"cores: {os.cpu_count()}  tables: {f['tables']}  objects: {f['files']:,}  (lake built in {f['build_s']:.0f} s); "
           f"fresh processes, the job after the session start, best of {args.repeat}")
     for where, best in f["rounds"].items():
         ours = best["ours"]
         print(f"{where}:")
         print(f"  {'ours: python -m vacuum_jobs --discover --dry-run':<52} {ours.job_s:7.1f} s  {ours.candidates:,} candidates")
-        for side, label in SIDES.items():
-            theirs = best[side]
+        for side in args.sides:
+            theirs, label = best[side], SIDES[side]
             print(f"  {label:<52} {theirs.job_s:7.1f} s  {theirs.candidates:,} candidates  "
                   f"{theirs.job_s / ours.job_s:5.1f}x ours")
 

@@ -7,7 +7,8 @@ the inventory and audit tables live in a bucket; the vacuum deletes with ``Delet
 versioned bucket, restore takes its delete markers away, purge erases the hidden versions; the
 chargeback and the erasure evidence read the same tables. Credentials come from the environment
 (``AWS_ACCESS_KEY_ID``, set before Spark starts), the endpoint from Spark's ``fs.s3a.endpoint`` for
-Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3.
+Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. Each job also runs on its own, from its
+command line in a process of its own, set up the same way through ``PYSPARK_SUBMIT_ARGS``.
 """
 
 from __future__ import annotations
