@@ -13,14 +13,14 @@ import time
 
 from inventory_etl.contract import PARTITION_COLUMNS, held_partitions
 from inventory_etl.discovery import LOOKBACK_DAYS, discover
-from inventory_etl.ingestion import HELD, IngestInventory, IngestResult
+from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
 from lakeio.cli import add_common_arguments, iso_date, one_line_errors, setup_logging, write_text
 from lakeio.spark import get_spark
 from lakeio.storage import Storage
-from lakeio.text import first_line, human_bytes
+from lakeio.text import first_line
 
 _BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -116,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started
-    print(render_summary(result))
+    print(result.summary())
     if args.summary_json:
         write_text(spark, args.summary_json, result.to_json() + "\n")
-    return 1 if result.refused else 0
+    return 0 if result.ok else 1
 
 
 def _migrate(spark, source: str, target: str) -> int:
@@ -131,31 +131,4 @@ def _migrate(spark, source: str, target: str) -> int:
     print(f"copied {written.rows:,} rows of {source} into {written.table_uri} ({written.files_added} files); "
           f"{source} is left as it was")
     return 0
-
-
-def render_summary(result: IngestResult) -> str:
-    summary = result.to_dict()
-    lines = [
-        f"inventory table  {result.inventory_table}" + (f" (version {result.table_version})" if result.table_version is not None else ""),
-        f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused, "
-        f"{summary['deliveries_superseded']} superseded, {summary['deliveries_skipped']} skipped",
-        f"rows             {summary['rows']:,}",
-        f"bytes            {summary['bytes']:,} ({human_bytes(summary['bytes'])})",
-        f"elapsed          {summary['elapsed_seconds']:.1f} s",
-    ]
-    for d in result.deliveries:
-        where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
-        if d.status == "ingested":
-            lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})" + (f"; {d.reason}" if d.reason else ""))
-        elif d.status == "skipped":
-            if d.reason != HELD:  # a daily run skips the window's held days: counted only
-                lines.append(f"  skipped   {where}: {d.reason}")
-        elif d.status == "superseded":
-            lines.append(f"  superseded {where}: by the newer delivery {d.superseded_by}")
-        elif d.status == "refused":
-            lines.append(f"  REFUSED   {where}: {d.error}")
-        else:  # an outcome this summary does not know yet: its own word, never another's
-            lines.append(f"  {d.status:<9} {where}: {d.error or d.reason or ''}")
-    lines += [f"  note      {n}" for n in result.notes]
-    return "\n".join(lines)
 

@@ -44,17 +44,24 @@ from lakeio.delta_write import (
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.tasks import by_key
-from lakeio.text import first_line
+from lakeio.text import StrEnum, first_line, human_bytes
 
 log = logging.getLogger(__name__)
+
+
+class DeliveryStatus(StrEnum):
+    """What a run did with one delivery."""
+
+    INGESTED = "ingested"
+    REFUSED = "refused"  # ``error`` says why
+    SUPERSEDED = "superseded"  # a newer delivery of its partition went in instead
+    SKIPPED = "skipped"  # nothing to do: the table holds it already, or --keep-days keeps no such date
 
 
 @dataclass
 class DeliveryOutcome:
     manifest_uri: str
-    # "ingested"; "refused"; "superseded" (a newer delivery of its partition went in instead);
-    # "skipped" (nothing to do: the table holds it already, or --keep-days keeps no such date)
-    status: str
+    status: DeliveryStatus
     source_bucket: str | None = None
     config_id: str | None = None
     inventory_date: str | None = None
@@ -77,19 +84,19 @@ class IngestResult:
 
     @property
     def ingested(self) -> list[DeliveryOutcome]:
-        return [d for d in self.deliveries if d.status == "ingested"]
+        return [d for d in self.deliveries if d.status == DeliveryStatus.INGESTED]
 
     @property
     def refused(self) -> list[DeliveryOutcome]:
-        return [d for d in self.deliveries if d.status == "refused"]
+        return [d for d in self.deliveries if d.status == DeliveryStatus.REFUSED]
 
     @property
     def superseded(self) -> list[DeliveryOutcome]:
-        return [d for d in self.deliveries if d.status == "superseded"]
+        return [d for d in self.deliveries if d.status == DeliveryStatus.SUPERSEDED]
 
     @property
     def skipped(self) -> list[DeliveryOutcome]:
-        return [d for d in self.deliveries if d.status == "skipped"]
+        return [d for d in self.deliveries if d.status == DeliveryStatus.SKIPPED]
 
     def to_dict(self) -> dict:
         return {
@@ -109,6 +116,36 @@ class IngestResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    @property
+    def ok(self) -> bool:
+        """No delivery was refused (the job exits 0)."""
+        return not self.refused
+
+    def summary(self) -> str:
+        """What the run did, one line per delivery (skips of days the table holds are only counted)."""
+        summary = self.to_dict()
+        lines = [
+            f"inventory table  {self.inventory_table}" + (f" (version {self.table_version})" if self.table_version is not None else ""),
+            f"deliveries       {summary['deliveries_ingested']} ingested, {summary['deliveries_refused']} refused, "
+            f"{summary['deliveries_superseded']} superseded, {summary['deliveries_skipped']} skipped",
+            f"rows             {summary['rows']:,}",
+            f"bytes            {summary['bytes']:,} ({human_bytes(summary['bytes'])})",
+            f"elapsed          {summary['elapsed_seconds']:.1f} s",
+        ]
+        for d in self.deliveries:
+            where = f"{d.source_bucket}/{d.config_id} {d.inventory_date}" if d.source_bucket else d.manifest_uri
+            if d.status == DeliveryStatus.INGESTED:
+                lines.append(f"  ingested  {where}: {d.rows:,} rows ({d.file_format})" + (f"; {d.reason}" if d.reason else ""))
+            elif d.status == DeliveryStatus.SKIPPED:
+                if d.reason != HELD:  # a daily run skips the window's held days: counted only
+                    lines.append(f"  skipped   {where}: {d.reason}")
+            elif d.status == DeliveryStatus.SUPERSEDED:
+                lines.append(f"  superseded {where}: by the newer delivery {d.superseded_by}")
+            else:  # REFUSED
+                lines.append(f"  REFUSED   {where}: {d.error}")
+        lines += [f"  note      {n}" for n in self.notes]
+        return "\n".join(lines)
 
 
 HELD = "the table already holds this delivery"
@@ -225,7 +262,7 @@ class IngestInventory:
             winner = newest[_partition_key(m)]
             if winner is not m:
                 self.progress(f"superseded {m.uri} by {winner.uri}")
-                result.deliveries.append(self._outcome(m, "superseded", superseded_by=winner.uri))
+                result.deliveries.append(self._outcome(m, DeliveryStatus.SUPERSEDED, superseded_by=winner.uri))
         return [m for m in manifests if newest[_partition_key(m)] is m]
 
     def _against_table(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
@@ -362,7 +399,7 @@ class IngestInventory:
             else:
                 good.append(a)
                 empty = "the manifest lists no data files: ingested as an empty delivery" if not a.manifest.files else None
-                result.deliveries.append(self._outcome(a.manifest, "ingested", rows=s["rows"], bytes=s["bytes"],
+                result.deliveries.append(self._outcome(a.manifest, DeliveryStatus.INGESTED, rows=s["rows"], bytes=s["bytes"],
                                                        reason=empty))
         return good
 
@@ -452,11 +489,11 @@ class IngestInventory:
         log.warning("refused: %s", error)
         for a in accepted:
             outcome = next(d for d in result.deliveries if d.manifest_uri == a.manifest.uri)
-            outcome.status, outcome.rows, outcome.bytes, outcome.error = "refused", 0, 0, error
+            outcome.status, outcome.rows, outcome.bytes, outcome.error = DeliveryStatus.REFUSED, 0, 0, error
 
     def _skip(self, result: IngestResult, manifest: Manifest, reason: str) -> None:
         self.progress(f"skipped {manifest.uri}: {reason}")
-        result.deliveries.append(self._outcome(manifest, "skipped", reason=reason))
+        result.deliveries.append(self._outcome(manifest, DeliveryStatus.SKIPPED, reason=reason))
 
     def _table_version(self) -> int | None:
         from deltalake import DeltaTable
@@ -469,10 +506,10 @@ class IngestInventory:
     def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError | IncompatibleTable,
                 manifest: Manifest | None = None) -> None:
         log.warning("refused %s", exc)
-        result.deliveries.append(self._outcome(manifest, "refused", uri=uri, error=str(exc)))
+        result.deliveries.append(self._outcome(manifest, DeliveryStatus.REFUSED, uri=uri, error=str(exc)))
 
     @staticmethod
-    def _outcome(manifest: Manifest | None, status: str, uri: str | None = None, **extra) -> DeliveryOutcome:
+    def _outcome(manifest: Manifest | None, status: DeliveryStatus, uri: str | None = None, **extra) -> DeliveryOutcome:
         if manifest is None:
             return DeliveryOutcome(manifest_uri=uri or "", status=status, **extra)
         return DeliveryOutcome(

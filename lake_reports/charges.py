@@ -51,14 +51,29 @@ from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
-from lakeio.text import human_bytes, shorten
+from lakeio.text import StrEnum, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc
 from lakeio.uris import TableRoot
 
 log = logging.getLogger(__name__)
 
-CATEGORIES = ("live", "time_travel", "reclaimable", "log", "other", "noncurrent", "delete_marker",
-              "untracked", "unclassified")
+
+
+class ChargeCategory(StrEnum):
+    """Where an object's bytes are charged (the module's docstring says what each holds), in report order."""
+
+    LIVE = "live"
+    TIME_TRAVEL = "time_travel"
+    RECLAIMABLE = "reclaimable"
+    LOG = "log"
+    OTHER = "other"
+    NONCURRENT = "noncurrent"
+    DELETE_MARKER = "delete_marker"
+    UNTRACKED = "untracked"
+    UNCLASSIFIED = "unclassified"
+
+
+CATEGORIES = tuple(ChargeCategory)
 UNKNOWN_CLASS = "UNKNOWN"  # the inventory has no storage class for the object
 
 
@@ -85,7 +100,7 @@ class Cell:
 
     bucket: str
     table: str | None  # canonical table root; None when untracked
-    category: str
+    category: ChargeCategory
     storage_class: str
     objects: int
     bytes: int
@@ -322,15 +337,15 @@ class Chargeback:
         owned = with_owner(rows, roots).join(F.broadcast(tables), "table_root", "left")
         relative = F.expr("substring(path, length(table_root) + 2)")
         category = (
-            F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), "delete_marker")
-            .when(~F.coalesce(F.col("is_latest"), F.lit(True)), "noncurrent")
-            .when(F.col("table_root").isNull(), "untracked")
-            .when(F.col("cutoff_ms").isNull(), "unclassified")
-            .when(relative.startswith("_delta_log/"), "log")
-            .when((F.col("category") == Category.KEPT.value) & F.col("live"), "live")
-            .when(F.col("category") == Category.KEPT.value, "time_travel")
-            .when(F.col("category") == Category.CANDIDATE.value, "reclaimable")
-            .otherwise("other")
+            F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), ChargeCategory.DELETE_MARKER.value)
+            .when(~F.coalesce(F.col("is_latest"), F.lit(True)), ChargeCategory.NONCURRENT.value)
+            .when(F.col("table_root").isNull(), ChargeCategory.UNTRACKED.value)
+            .when(F.col("cutoff_ms").isNull(), ChargeCategory.UNCLASSIFIED.value)
+            .when(relative.startswith("_delta_log/"), ChargeCategory.LOG.value)
+            .when((F.col("category") == Category.KEPT.value) & F.col("live"), ChargeCategory.LIVE.value)
+            .when(F.col("category") == Category.KEPT.value, ChargeCategory.TIME_TRAVEL.value)
+            .when(F.col("category") == Category.CANDIDATE.value, ChargeCategory.RECLAIMABLE.value)
+            .otherwise(ChargeCategory.OTHER.value)
         )
         cutoffs = retention_cutoffs(replay.states.values(), now_ms)  # the policies' own, and the unreadable tables' too
         references = needed_elsewhere(replay, cutoffs, roots).frame
@@ -342,7 +357,7 @@ class Chargeback:
             F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")
         ).collect():
             price = self.options.prices.get(row["storage_class"])
-            cells.append(Cell(row["bucket"], row["table_root"], row["charge_category"], row["storage_class"],
+            cells.append(Cell(row["bucket"], row["table_root"], ChargeCategory(row["charge_category"]), row["storage_class"],
                               row["objects"], row["bytes"],
                               None if price is None else monthly_usd(row["bytes"], price)))
         return sorted(cells, key=lambda c: (c.bucket, c.table or "", CATEGORIES.index(c.category), c.storage_class))

@@ -19,29 +19,54 @@ from pyspark.sql import functions as F
 
 from lakeio import uris
 from lakeio.shapes import local_frame
+from lakeio.text import StrEnum
 from lakeio.times import iso_utc
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 _MULTIPART = re.compile(r"^[0-9a-f]{32}-\d+$")
 _NOT_CONTENT = ("SSE-KMS", "DSSE-KMS", "SSE-C")
 
+
+
+class EtagKind(StrEnum):
+    """How a copy was matched, and so how strongly it proves equal bytes (ETAG_KINDS says)."""
+
+    SAME_OBJECT = "same_object"
+    MD5 = "md5"
+    MULTIPART = "multipart"
+    OPAQUE = "opaque"
+    OTHER = "other"
+
+
+class CopyStatus(StrEnum):
+    """What holds a copy now, and whether anything will erase it (COPY_STATUSES says)."""
+
+    LIVE_IN_TABLE = "live_in_table"
+    TIME_TRAVEL_IN_TABLE = "time_travel_in_table"
+    ORPHAN_IN_TABLE = "orphan_in_table"
+    OUTSIDE_TABLES = "outside_tables"
+    NONCURRENT_VERSION = "noncurrent_version"
+    ERASED = "erased"
+
+
 ETAG_KINDS = {
-    "same_object": "the table's log references this very object (a shallow clone)",
-    "md5": "the ETag is the MD5 of the bytes (single-part upload, no SSE-KMS): equal size and MD5 mean equal bytes",
-    "multipart": "a multipart ETag (MD5 of the parts' MD5s): equal only for equal part sizes, so an equal one is "
+    EtagKind.SAME_OBJECT: "the table's log references this very object (a shallow clone)",
+    EtagKind.MD5: "the ETag is the MD5 of the bytes (single-part upload, no SSE-KMS): equal size and MD5 mean equal bytes",
+    EtagKind.MULTIPART: "a multipart ETag (MD5 of the parts' MD5s): equal only for equal part sizes, so an equal one is "
                  "strong evidence and a copy uploaded with other part sizes is missed",
-    "opaque": "SSE-KMS or SSE-C: the ETag is not an MD5 of the bytes; equal tags suggest, do not prove, equal bytes",
-    "other": "not an S3 ETag form: equality says nothing about the bytes beyond what the store promises",
+    EtagKind.OPAQUE: "SSE-KMS or SSE-C: the ETag is not an MD5 of the bytes; equal tags suggest, do not prove, equal bytes",
+    EtagKind.OTHER: "not an S3 ETag form: equality says nothing about the bytes beyond what the store promises",
 }
-# What holds a copy now, and whether anything will erase it.
 COPY_STATUSES = {
-    "live_in_table": "live in that table: its own rows must be deleted there too",
-    "time_travel_in_table": "removed from that table, kept for time travel: its vacuum erases it",
-    "orphan_in_table": "inside that table, referenced by no commit: its next vacuum erases it",
-    "outside_tables": "in no Delta table: no vacuum will ever erase it",
-    "noncurrent_version": "a noncurrent version: erased only by a purge or a lifecycle rule",
-    "erased": "listed by an earlier inventory, not by the newest",
+    CopyStatus.LIVE_IN_TABLE: "live in that table: its own rows must be deleted there too",
+    CopyStatus.TIME_TRAVEL_IN_TABLE: "removed from that table, kept for time travel: its vacuum erases it",
+    CopyStatus.ORPHAN_IN_TABLE: "inside that table, referenced by no commit: its next vacuum erases it",
+    CopyStatus.OUTSIDE_TABLES: "in no Delta table: no vacuum will ever erase it",
+    CopyStatus.NONCURRENT_VERSION: "a noncurrent version: erased only by a purge or a lifecycle rule",
+    CopyStatus.ERASED: "listed by an earlier inventory, not by the newest",
 }
+# Where a copy's tag and the original's were made differently, the weaker kind stands.
+_WEAKEST_FIRST = (EtagKind.OTHER, EtagKind.OPAQUE, EtagKind.MULTIPART, EtagKind.MD5)
 
 
 @dataclass
@@ -51,20 +76,20 @@ class Copy:
     version_id: str | None
     length: int | None
     e_tag: str | None
-    etag_kind: str  # a key of ETAG_KINDS
-    status: str  # a key of COPY_STATUSES
+    etag_kind: EtagKind
+    status: CopyStatus
     table: str | None  # the Delta table that holds (or references) it
     last_listed: str | None  # the newest inventory date listing it
     detail: str
 
 
-def etag_kind(e_tag: str | None, encryption_status: str | None, multipart: bool | None) -> str:
+def etag_kind(e_tag: str | None, encryption_status: str | None, multipart: bool | None) -> EtagKind:
     tag = (e_tag or "").strip('"').lower()
     if (encryption_status or "").upper() in _NOT_CONTENT:
-        return "opaque"
+        return EtagKind.OPAQUE
     if _MULTIPART.match(tag) or (multipart and _MD5.match(tag) is None and tag):
-        return "multipart"
-    return "md5" if _MD5.match(tag) else "other"
+        return EtagKind.MULTIPART
+    return EtagKind.MD5 if _MD5.match(tag) else EtagKind.OTHER
 
 
 def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date], asked: list[str],
@@ -102,8 +127,9 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
         owner = uris.owner(of, roots)
         for table, kind in sorted(in_logs.get(of, {}).items()):
             if table != owner:
-                copies.append(Copy(of, of, None, None, None, "same_object",
-                                   "live_in_table" if kind == "add" else "time_travel_in_table", table, None,
+                copies.append(Copy(of, of, None, None, None, EtagKind.SAME_OBJECT,
+                                   CopyStatus.LIVE_IN_TABLE if kind == "add" else CopyStatus.TIME_TRAVEL_IN_TABLE,
+                                   table, None,
                                    f"{table} references this file from its log" +
                                    ("" if kind == "add" else ", removed there and kept for time travel")))
     return sorted(copies, key=lambda c: (c.of, c.path, c.version_id or "")), unknown
@@ -113,26 +139,30 @@ def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str,
               deleted: dict[str, str]) -> Copy:
     kind = etag_kind(row["e_tag"], row["encryption_status"], row["is_multipart_uploaded"])
     if row["of_kind"] != kind:  # the original's tag was made otherwise: the weaker of the two stands
-        kind = next(k for k in ("other", "opaque", "multipart", "md5") if k in (kind, row["of_kind"]))
+        kind = next(k for k in _WEAKEST_FIRST if k in (kind, row["of_kind"]))
     last = row["inventory_date"]
     owner = uris.owner(row["path"], roots)
-    copy = Copy(row["of"], row["path"], row["version_id"], row["length"], row["e_tag"], kind, "", owner,
-                last.isoformat() if last else None, "")
+    status, detail = holder(row, newest, owner, in_logs, deleted)
+    return Copy(row["of"], row["path"], row["version_id"], row["length"], row["e_tag"], kind, status, owner,
+                last.isoformat() if last else None, detail)
+
+
+def holder(row, newest: dict[str, date], owner: str | None, in_logs: dict[str, dict[str, str]],
+            deleted: dict[str, str]) -> tuple[CopyStatus, str]:
+    """What holds the copy of ``row`` now (its status), and the detail saying so."""
+    last = row["inventory_date"]
     if last is None or last < newest.get(row["bucket"], last):
-        copy.status = "erased"
-        copy.detail = (f"last listed by the inventory of {last}, not by that of {newest.get(row['bucket'])}"
-                       + (f"; {deleted[row['path']]}" if row["path"] in deleted else ""))
-    elif row["is_latest"] is False:
-        copy.status = "noncurrent_version"
-        copy.detail = f"version {row['version_id']} is noncurrent: a purge or a lifecycle rule must delete it"
-    elif owner is None:
-        copy.status = "outside_tables"
-        copy.detail = "no Delta table contains it (a replica, an export): delete it, or it stays"
-    else:
-        state = in_logs.get(row["path"], {}).get(owner)
-        copy.status = {"add": "live_in_table", "remove": "time_travel_in_table"}.get(state or "", "orphan_in_table")
-        copy.detail = COPY_STATUSES[copy.status].replace("that table", owner)
-    return copy
+        return CopyStatus.ERASED, (f"last listed by the inventory of {last}, not by that of {newest.get(row['bucket'])}"
+                                   + (f"; {deleted[row['path']]}" if row["path"] in deleted else ""))
+    if row["is_latest"] is False:
+        return (CopyStatus.NONCURRENT_VERSION,
+                f"version {row['version_id']} is noncurrent: a purge or a lifecycle rule must delete it")
+    if owner is None:
+        return CopyStatus.OUTSIDE_TABLES, "no Delta table contains it (a replica, an export): delete it, or it stays"
+    state = in_logs.get(row["path"], {}).get(owner)
+    status = {"add": CopyStatus.LIVE_IN_TABLE, "remove": CopyStatus.TIME_TRAVEL_IN_TABLE}.get(
+        state or "", CopyStatus.ORPHAN_IN_TABLE)
+    return status, COPY_STATUSES[status].replace("that table", owner)
 
 
 def _log_rows(spark: SparkSession, files: DataFrame, paths: list[str]) -> dict[str, dict[str, str]]:

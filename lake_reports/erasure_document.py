@@ -20,11 +20,15 @@ from pyspark.sql import SparkSession
 
 from inventory_etl.contract import PARTITION_COLUMNS
 from lake_reports import copies as lake_copies
+from lake_reports.copies import CopyStatus, EtagKind
 from lake_reports.erasure_evidence import (
+    BOUNDED_BY_VACUUMS,
+    GONE,
     CommitQuestion,
     ErasureError,
     ErasureEvidence,
     ErasureOptions,
+    ErasureStatus,
     FileAnswer,
     Gathered,
     TableErasure,
@@ -32,14 +36,23 @@ from lake_reports.erasure_evidence import (
 )
 from lakeio import audit_chain
 from lakeio.delta_read import partitions, read_delta
+from lakeio.text import StrEnum
 from lakeio.times import MS_PER_HOUR, iso_utc
 
 SCHEMA_VERSION = 1
-# Statuses of a removed file after which none of its bytes remain where it was.
-GONE = ("erased", "absent_when_vacuumed", "gone_unrecorded")
 # Copies erased since this many days before the commit still count (a weekly inventory lists them).
 COPY_LOOKBACK = timedelta(days=8)
-COLOURS = {"done": "#2f855a", "on_track": "#2b6cb0", "at_risk": "#c53030"}
+
+
+class VerdictStatus(StrEnum):
+    """The document's answer against the deadline."""
+
+    DONE = "done"  # no byte of the removed rows remains anywhere
+    ON_TRACK = "on_track"  # every remaining byte is due before the deadline
+    AT_RISK = "at_risk"  # something is not bounded by the deadline (the reasons say what)
+
+
+COLOURS = {VerdictStatus.DONE: "#2f855a", VerdictStatus.ON_TRACK: "#2b6cb0", VerdictStatus.AT_RISK: "#c53030"}
 
 
 @dataclass
@@ -51,7 +64,7 @@ class CommitSide:
 @dataclass
 class RemovedFile:
     path: str
-    status: str
+    status: ErasureStatus
     detail: str
     when: str | None
     run_id: str | None
@@ -61,14 +74,14 @@ class RemovedFile:
 class DeletionVectorAdded:
     path: str  # the data file that stays live
     rows_hidden: int | None  # by this deletion vector (cardinality)
-    status: str
+    status: ErasureStatus
     detail: str
     rewrite_with: str  # what erases the hidden rows
 
 
 @dataclass
 class Verdict:
-    status: str  # done | on_track | at_risk
+    status: VerdictStatus
     deadline: str  # commit timestamp + deadline days
     expected_by: str | None  # on_track: when the last byte is due
     reasons: list[str] = field(default_factory=list)  # at_risk: every one; on_track: what is still pending
@@ -105,7 +118,7 @@ class EvidenceDocument:
 
     @property
     def ok(self) -> bool:
-        return self.verdict.status != "at_risk"
+        return self.verdict.status != VerdictStatus.AT_RISK
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -245,33 +258,33 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
         else:
             risks.append(f"{what}: its table's log was not read: no bound on its erasure")
 
-    hidden = [v for v in vectors if v.status in ("live", "live_soft_deleted")]
+    hidden = [v for v in vectors if v.status in (ErasureStatus.LIVE, ErasureStatus.LIVE_SOFT_DELETED)]
     # A file rewritten since its deletion vector was added goes the way of a removed one.
     states = [(f.path, f.status, f.detail) for f in removed] + [(v.path, v.status, v.detail) for v in vectors
                                                                  if v not in hidden]
     for path, status, detail in states:
         if status in GONE:
             continue
-        if status in ("within_retention", "not_vacuumed_since", "soft_deleted", "erasure_unconfirmed"):
+        if status in BOUNDED_BY_VACUUMS:
             bounded_by(table, f"{path} ({status})")
-        else:  # live, referenced_elsewhere, restored, delete_failed, not_in_a_table
+        else:  # NEEDS_ACTION
             risks.append(f"{path}: {status}: {detail}")
     if hidden:
         rows = sum(v.rows_hidden or 0 for v in hidden)
         risks.append(f"{rows:,} deleted row(s) stay on disk in {len(hidden)} live file(s) behind deletion vectors "
                      f"until the files are rewritten: {hidden[0].rewrite_with}")
-    outside = [c for c in found if c.status == "outside_tables"]
+    outside = [c for c in found if c.status == CopyStatus.OUTSIDE_TABLES]
     if outside:
         risks.append(f"{len(outside)} cop(ies) outside any table, which no vacuum erases: "
                      + ", ".join(c.path for c in outside[:5]))
     for c in found:
-        if c.etag_kind == "same_object":  # the removed file itself, whose own status says what keeps it
+        if c.etag_kind == EtagKind.SAME_OBJECT:  # the removed file itself, whose own status says what keeps it
             continue
-        if c.status == "noncurrent_version" and c.path == c.of:  # its own key's: what the purge of its delete erases
+        if c.status == CopyStatus.NONCURRENT_VERSION and c.path == c.of:  # its own key's: what the purge of its delete erases
             bounded_by(table, f"version {c.version_id} of {c.path} ({c.status})")
-        elif c.status in ("live_in_table", "noncurrent_version"):
+        elif c.status in (CopyStatus.LIVE_IN_TABLE, CopyStatus.NONCURRENT_VERSION):
             risks.append(f"copy {c.path}: {c.detail}")
-        elif c.status in ("time_travel_in_table", "orphan_in_table"):
+        elif c.status in (CopyStatus.TIME_TRAVEL_IN_TABLE, CopyStatus.ORPHAN_IN_TABLE):
             bounded_by(tables.get(c.table or ""), f"copy {c.path} ({c.status})")
     if unsearched:
         risks.append(f"{len(unsearched)} file(s) of the commit have no ETag in the inventory: their copies could not be "
@@ -280,14 +293,14 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
         risks.append("the audit table fails its hash chain: " + (head.problems[0] if head.problems else "unverified"))
     deadline = iso_utc(deadline_ms)
     if risks:
-        return Verdict("at_risk", deadline, None, risks + [f"pending: {p}" for p in pending])
+        return Verdict(VerdictStatus.AT_RISK, deadline, None, risks + [f"pending: {p}" for p in pending])
     if not pending:
-        return Verdict("done", deadline, None, [])
+        return Verdict(VerdictStatus.DONE, deadline, None, [])
     expected = max(due)
     if expected > deadline_ms:
-        return Verdict("at_risk", deadline, iso_utc(expected),
+        return Verdict(VerdictStatus.AT_RISK, deadline, iso_utc(expected),
                        [f"expected by {iso_utc(expected)}, after the deadline"] + [f"pending: {p}" for p in pending])
-    return Verdict("on_track", deadline, iso_utc(expected), [f"pending: {p}" for p in pending])
+    return Verdict(VerdictStatus.ON_TRACK, deadline, iso_utc(expected), [f"pending: {p}" for p in pending])
 
 
 def render_html(doc: EvidenceDocument) -> str:

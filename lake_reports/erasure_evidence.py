@@ -66,10 +66,41 @@ from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
-from lakeio.text import first_line, human_bytes, shorten
+from lakeio.text import StrEnum, first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
 
 log = logging.getLogger(__name__)
+
+
+class ErasureStatus(StrEnum):
+    """Where a file stands on its way to erasure (the module's docstring says when each applies)."""
+
+    ERASED = "erased"
+    SOFT_DELETED = "soft_deleted"
+    RESTORED = "restored"
+    ERASURE_UNCONFIRMED = "erasure_unconfirmed"
+    ABSENT_WHEN_VACUUMED = "absent_when_vacuumed"
+    LIVE = "live"
+    LIVE_SOFT_DELETED = "live_soft_deleted"
+    REFERENCED_ELSEWHERE = "referenced_elsewhere"
+    WITHIN_RETENTION = "within_retention"
+    DELETE_FAILED = "delete_failed"
+    GONE_UNRECORDED = "gone_unrecorded"
+    NOT_VACUUMED_SINCE = "not_vacuumed_since"
+    NOT_IN_A_TABLE = "not_in_a_table"
+
+
+# Every status falls in exactly one of three courses (a test checks that they cover the enum):
+# none of the file's bytes remain where it was;
+GONE = frozenset({ErasureStatus.ERASED, ErasureStatus.ABSENT_WHEN_VACUUMED, ErasureStatus.GONE_UNRECORDED})
+# its bytes go with its table's vacuums (and purges), so the table's worst case bounds them;
+BOUNDED_BY_VACUUMS = frozenset({ErasureStatus.WITHIN_RETENTION, ErasureStatus.NOT_VACUUMED_SINCE,
+                                ErasureStatus.SOFT_DELETED, ErasureStatus.ERASURE_UNCONFIRMED})
+# nothing scheduled erases it: someone must act.
+NEEDS_ACTION = frozenset({ErasureStatus.RESTORED, ErasureStatus.LIVE, ErasureStatus.LIVE_SOFT_DELETED,
+                          ErasureStatus.REFERENCED_ELSEWHERE, ErasureStatus.DELETE_FAILED,
+                          ErasureStatus.NOT_IN_A_TABLE})
+
 
 class ErasureError(Exception):
     """The audit or inventory table cannot be read."""
@@ -119,7 +150,7 @@ class FileAnswer:
     path: str
     table: str | None
     asked_as: str  # "path", or "<table>@<version>" for a commit's files
-    status: str
+    status: ErasureStatus
     detail: str
     when: str | None = None  # erased_at, failed_at, or eligible_from (see status)
     run_id: str | None = None
@@ -196,7 +227,7 @@ def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _V
     if finished is not None:
         done_at, by = iso_utc(finished["at_ms"]), finished["run_id"]
         if finished["action"] == AuditAction.RESTORED:
-            return answer("restored", f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
+            return answer(ErasureStatus.RESTORED, f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
                           "back", done_at, by)
         purged = (f"{deleted} ({kept}); erased at {done_at} by purge run {by}, which deleted "
                   + ("its copy in the trash" if trash else f"the version it hid ({finished['version_id']}) and the "
@@ -205,7 +236,7 @@ def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _V
                   f"{deleted} ({kept}); purge run {by} found nothing of it left at {done_at} (a lifecycle rule or "
                   "another tool removed it)")
         if trash is not None:
-            return answer("erased", purged, done_at, by)
+            return answer(ErasureStatus.ERASED, purged, done_at, by)
         return _purged_from_versions(answer, purged, run_row, finished, versions, inventory_date)
     if trash is not None:
         return _soft_deleted(answer, run_row, f"{deleted}: moved to the trash ({trash}), which keeps its bytes",
@@ -218,16 +249,16 @@ def _deleted(answer, run_row, finished, table: TableErasure | None, versions: _V
         return _soft_deleted(answer, run_row, f"{deleted}, from a versioned bucket: delete marker {marker} hides "
                              f"{hid}, which keeps its bytes{listed}", table)
     if versions is None:
-        return answer("erased", deleted, at, run_id)
+        return answer(ErasureStatus.ERASED, deleted, at, run_id)
     if not versions.all_versions or inventory_date <= date.fromisoformat(at[:10]):
-        return answer("erasure_unconfirmed", f"{deleted} from a versioned bucket: unless that run purged its versions "
+        return answer(ErasureStatus.ERASURE_UNCONFIRMED, f"{deleted} from a versioned bucket: unless that run purged its versions "
                       "(--purge-versions), a delete marker hides it and a noncurrent version keeps its bytes; no "
                       "all-versions inventory taken since the delete says which", at, run_id)
     held = _held(versions, run_row)
     if not held:
-        return answer("erased", f"{deleted}; the all-versions inventory of {inventory_date} lists no version of it",
+        return answer(ErasureStatus.ERASED, f"{deleted}; the all-versions inventory of {inventory_date} lists no version of it",
                       at, run_id)
-    return answer("soft_deleted", f"{deleted}, but the bucket is versioned: {len(held)} noncurrent version(s) "
+    return answer(ErasureStatus.SOFT_DELETED, f"{deleted}, but the bucket is versioned: {len(held)} noncurrent version(s) "
                   f"({human_bytes(sum(r['length'] or 0 for r in held))}: "
                   f"{', '.join(sorted(r['version_id'] for r in held))}) still hold its bytes in the inventory of "
                   f"{inventory_date}; restorable, not erased, until they are deleted for good (vacuum "
@@ -241,14 +272,14 @@ def _purged_from_versions(answer, purged: str, run_row, finished, versions: _Ver
     the same bytes may have stayed)."""
     done_at, by = iso_utc(finished["at_ms"]), finished["run_id"]
     if versions is None or not versions.all_versions or inventory_date <= date.fromisoformat(done_at[:10]):
-        return answer("erasure_unconfirmed", f"{purged}; no all-versions inventory taken since the purge confirms "
+        return answer(ErasureStatus.ERASURE_UNCONFIRMED, f"{purged}; no all-versions inventory taken since the purge confirms "
                       "that no other version of the key still holds its bytes", done_at, by)
     held = _held(versions, run_row)
     if held:
-        return answer("soft_deleted", f"{purged}; but the all-versions inventory of {inventory_date} still lists "
+        return answer(ErasureStatus.SOFT_DELETED, f"{purged}; but the all-versions inventory of {inventory_date} still lists "
                       f"{', '.join(sorted(r['version_id'] for r in held))} "
                       f"({human_bytes(sum(r['length'] or 0 for r in held))}): not erased", done_at, by)
-    return answer("erased", f"{purged}; the all-versions inventory of {inventory_date} lists no version of it",
+    return answer(ErasureStatus.ERASED, f"{purged}; the all-versions inventory of {inventory_date} lists no version of it",
                   done_at, by)
 
 
@@ -258,11 +289,11 @@ def _soft_deleted(answer, run_row, hidden: str, table: TableErasure | None) -> F
     run_id = run_row["run_id"]
     restore = f"python -m vacuum_jobs restore --run-id {run_id}"
     if table is None or table.last_purge_run_at is None:
-        return answer("soft_deleted", f"{hidden}; restorable ({restore}), and no purge run has been recorded to "
+        return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable ({restore}), and no purge run has been recorded to "
                       "erase it (python -m vacuum_jobs purge --older-than-days N, or a lifecycle rule expiring "
                       "noncurrent versions)", None, run_id)
     due = iso_utc(run_row["at_ms"] + int((table.undo_window_days or 0.0) * 24 * MS_PER_HOUR))
-    return answer("soft_deleted", f"{hidden}; restorable until {due} ({restore}), erased by the first purge run "
+    return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable until {due} ({restore}), erased by the first purge run "
                   f"after that (undo window {table.undo_window_days:g} day(s); last purge run {table.last_purge_run} "
                   f"at {table.last_purge_run_at})", due, run_id)
 
@@ -554,11 +585,11 @@ class ErasureEvidence:
     @staticmethod
     def _answer(q: _Question, table: TableErasure | None, trail: list, log_rows: list, listed: bool,
                 inventory_date: date, now_ms: int, versions: _Versions | None) -> FileAnswer:
-        def answer(status: str, detail: str, when: str | None = None, run_id: str | None = None) -> FileAnswer:
+        def answer(status: ErasureStatus, detail: str, when: str | None = None, run_id: str | None = None) -> FileAnswer:
             return FileAnswer(q.path, q.table, q.asked_as, status, detail, when, run_id)
 
         if q.table is None:
-            return answer("not_in_a_table", "no known Delta table contains this path")
+            return answer(ErasureStatus.NOT_IN_A_TABLE, "no known Delta table contains this path")
         vacuumed = [r for r in trail if r["source_run_id"] is None]  # restores and purges name their vacuum run
         restores = [r for r in trail if r["action"] == AuditAction.RESTORED]
         back_at = restores[-1]["at_ms"] if restores else -1
@@ -574,20 +605,20 @@ class ErasureEvidence:
         absent = [r for r in vacuumed if r["action"] == AuditAction.ALREADY_ABSENT]
         if absent:
             at = iso_utc(absent[0]["at_ms"])
-            return answer("absent_when_vacuumed", f"already gone when vacuum run {absent[0]['run_id']} reached it "
+            return answer(ErasureStatus.ABSENT_WHEN_VACUUMED, f"already gone when vacuum run {absent[0]['run_id']} reached it "
                                                   f"at {at}", at, absent[0]["run_id"])
         live = [r for r in log_rows if r["kind"] == "add" and r["table_root"] == q.table]
         others = sorted({r["table_root"] for r in log_rows if r["kind"] == "add" and r["table_root"] != q.table})
         if others and not live:
-            return answer("referenced_elsewhere", f"no longer in this table, but {', '.join(others)} still "
+            return answer(ErasureStatus.REFERENCED_ELSEWHERE, f"no longer in this table, but {', '.join(others)} still "
                                                   "reference(s) it (a shallow clone?): no vacuum deletes it while "
                                                   "they do; delete the rows there too")
         if live:
             if q.soft_deleted or any(r["dv_storage_type"] for r in live):
-                return answer("live_soft_deleted", "still live; a deletion vector hides the deleted rows, which "
+                return answer(ErasureStatus.LIVE_SOFT_DELETED, "still live; a deletion vector hides the deleted rows, which "
                                                    "stay on disk until the file is rewritten "
                                                    "(REORG TABLE ... APPLY (PURGE)) and vacuumed")
-            return answer("live", "the table's current snapshot still references this file")
+            return answer(ErasureStatus.LIVE, "the table's current snapshot still references this file")
         removed_ms = q.removed_at_ms or max((r["deletion_timestamp"] for r in log_rows
                                             if r["deletion_timestamp"] is not None and r["table_root"] == q.table),
                                            default=None)
@@ -595,15 +626,15 @@ class ErasureEvidence:
         if removed_ms is not None and retention is not None:
             eligible_ms = removed_ms + int(retention * MS_PER_HOUR)
             if eligible_ms > now_ms:
-                return answer("within_retention", f"removed at {iso_utc(removed_ms)}; kept for time travel until "
+                return answer(ErasureStatus.WITHIN_RETENTION, f"removed at {iso_utc(removed_ms)}; kept for time travel until "
                                                   f"{iso_utc(eligible_ms)} ({retention:g} h retention)", iso_utc(eligible_ms))
         if trail and trail[-1]["action"] == AuditAction.FAILED:
             last = trail[-1]
             at = iso_utc(last["at_ms"])
-            return answer("delete_failed", f"vacuum run {last['run_id']} failed to delete it at {at}: "
+            return answer(ErasureStatus.DELETE_FAILED, f"vacuum run {last['run_id']} failed to delete it at {at}: "
                                            f"{last['error']}", at, last["run_id"])
         if not listed:
-            return answer("gone_unrecorded", f"the inventory of {inventory_date} does not list it, but no vacuum "
+            return answer(ErasureStatus.GONE_UNRECORDED, f"the inventory of {inventory_date} does not list it, but no vacuum "
                                              "run recorded deleting it (deleted by another tool?)")
         last_run = (f"the last deleting run was {table.last_deleting_run} at {table.last_deleting_run_at}"
                     if table and table.last_deleting_run else "no vacuum run has deleted files in this table")
@@ -611,4 +642,4 @@ class ErasureEvidence:
         dry = f"; dry run {planned[-1]['run_id']} planned it" if planned else ""
         since = f"deletable since {iso_utc(eligible_ms)}" if removed_ms is not None and retention is not None \
             else "deletable (no longer referenced by the log)"
-        return answer("not_vacuumed_since", f"{since}; {last_run}{dry}")
+        return answer(ErasureStatus.NOT_VACUUMED_SINCE, f"{since}; {last_run}{dry}")

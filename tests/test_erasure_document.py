@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,7 +25,7 @@ from demo.lake import GOLDEN_DV_TABLE
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lake_reports.cli import main
-from lake_reports.copies import etag_kind
+from lake_reports.copies import etag_kind, holder
 from lake_reports.erasure_document import COLOURS, erasure_request
 from lake_reports.erasure_evidence import CommitQuestion
 from tests.browser import chromium, headless
@@ -194,3 +194,16 @@ def test_etag_kinds():
     assert etag_kind(f"{md5}-12", "SSE-S3", True) == "multipart"
     assert etag_kind(md5, "SSE-KMS", False) == "opaque" == etag_kind(f"{md5}-3", "SSE-C", True)
     assert etag_kind("1a2b3c", "NOT-SSE", False) == "other" == etag_kind(None, None, None)
+
+
+def test_what_holds_a_copy_follows_its_tables_log():
+    """A copy inside a table is live there, kept for time travel, or an orphan, by that table's log."""
+    table, path, day = "file:///lake/t", "file:///lake/t/x.parquet", date(2026, 11, 2)
+    row = {"inventory_date": day, "bucket": "lake", "is_latest": True, "path": path, "version_id": None}
+
+    def held(kind: str | None):
+        return holder(row, {"lake": day}, table, {path: {table: kind}} if kind else {}, {})
+
+    assert [held(k)[0] for k in ("add", "remove", None)] == ["live_in_table", "time_travel_in_table", "orphan_in_table"]
+    assert table in held("remove")[1]
+    assert holder(row, {"lake": day + timedelta(days=1)}, table, {}, {})[0] == "erased"  # not in the newest inventory

@@ -146,6 +146,7 @@ def test_a_table_whose_log_we_cannot_wholly_resolve_protects_what_it_names_in_ev
     reclaimable = {c.table: c.objects for c in charges.cells if c.category == "reclaimable"}
     assert reclaimable.get(f"file://{source}") == 1, reclaimable  # the same one file
     assert f"file://{clone}" in charges.unreadable
+    assert {c.category for c in charges.cells if c.table == f"file://{clone}"} == {"unclassified"}  # its own objects
     evidence = erasure(spark, str(audit), inventory, paths=[f"file://{source}/{name}" for name in files])
     assert [a.status for a in evidence.answers] == ["referenced_elsewhere", "not_vacuumed_since"], evidence.answers
 

@@ -348,3 +348,17 @@ def test_erasure_notices_files_gone_without_a_recorded_run(spark, lake, tmp_path
         (lake["c"].name, "gone_unrecorded"), (lake["d"].name, "live")]
     (events,) = report.tables
     assert events.over_deadline and events.worst_case_days is None and "no vacuum run" in events.problem
+
+
+def test_erasure_names_the_run_that_found_a_file_already_gone(spark, lake, tmp_path):
+    """C is past its 1-hour retention and still listed, but another tool deleted it before the vacuum
+    reached it: the run records it as already absent, and the evidence names that run."""
+    lake["c"].unlink(missing_ok=True)
+    audit = str(tmp_path / "audit")
+    run = vacuum(spark, lake["inventory"], [lake["events"]], dry_run=False, audit_table=audit,
+                 now_ms=lake["now"] + 2 * MS_PER_HOUR)
+    assert run.totals()["already_absent_files"] == 1 and run.totals()["deleted_files"] == 0, run.summary()
+    options = ErasureOptions(audit, lake["inventory"], now_ms=lake["now"] + 3 * MS_PER_HOUR)
+    (answer,) = ErasureEvidence(spark, options).execute(paths=[str(lake["c"])]).answers
+    assert (answer.status, answer.run_id) == ("absent_when_vacuumed", run.run_id)
+    assert answer.when and f"vacuum run {run.run_id}" in answer.detail

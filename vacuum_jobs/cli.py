@@ -30,9 +30,8 @@ from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.undo import Undo, UndoError, UndoOptions
+from vacuum_jobs.undo import Undo, UndoCommand, UndoError, UndoOptions
 
-UNDO_COMMANDS = ("restore", "purge")
 RECORD_COMMAND = "record"
 
 
@@ -91,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_undo_parser(command: str) -> argparse.ArgumentParser:
-    restoring = command == "restore"
+def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
+    restoring = command == UndoCommand.RESTORE
     parser = argparse.ArgumentParser(
         prog=f"python -m vacuum_jobs {command}",
         description=("Bring back every file a vacuum run deleted, by removing the delete markers it added "
@@ -147,10 +146,10 @@ def record_main(argv: list[str]) -> int:
     return 1 if recorded.problems else 0
 
 
-def undo_main(command: str, argv: list[str]) -> int:
+def undo_main(command: UndoCommand, argv: list[str]) -> int:
     parser = build_undo_parser(command)
     args = parser.parse_args(argv)
-    if command == "purge" and not args.older_than_days >= 0:
+    if command == UndoCommand.PURGE and not args.older_than_days >= 0:
         parser.error("--older-than-days must be >= 0")
     options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
                           delete=DeleteSettings(endpoint_url=args.s3_endpoint_url),
@@ -162,7 +161,7 @@ def undo_main(command: str, argv: list[str]) -> int:
         return 1
     try:
         undo = Undo(spark, options)
-        report = undo.restore(args.run_id) if command == "restore" else undo.purge(args.older_than_days)
+        report = undo.restore(args.run_id) if command == UndoCommand.RESTORE else undo.purge(args.older_than_days)
     except (UndoError, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -172,8 +171,8 @@ def undo_main(command: str, argv: list[str]) -> int:
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in UNDO_COMMANDS:
-        return undo_main(argv[0], argv[1:])
+    if argv and argv[0] in tuple(UndoCommand):
+        return undo_main(UndoCommand(argv[0]), argv[1:])
     if argv and argv[0] == RECORD_COMMAND:
         return record_main(argv[1:])
     parser = build_parser()

@@ -54,7 +54,7 @@ from lakeio.deltalog.replay import read_logs
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
-from lakeio.text import first_line
+from lakeio.text import StrEnum, first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
 from vacuum_jobs.deleter import (
     DeleteSettings,
@@ -86,9 +86,16 @@ class UndoOptions:
     now_ms: int | None = None  # for tests
 
 
+class UndoCommand(StrEnum):
+    """What an undo run does to the deletes it selects."""
+
+    RESTORE = "restore"  # bring back one vacuum run's deletes
+    PURGE = "purge"  # erase for good what deletes older than the undo window kept
+
+
 @dataclass
 class UndoReport:
-    command: str  # "restore" or "purge"
+    command: UndoCommand
     run_id: str
     started_at: str
     dry_run: bool
@@ -156,7 +163,7 @@ class Undo:
         deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & (F.col("action") == AuditAction.DELETED.value)))
         undone = audit.where((F.col("source_run_id") == run_id) & (F.col("action") == AuditAction.RESTORED.value))
         selected = deleted.join(undone.select("path"), "path", "left_anti").withColumn("source_run_id", F.lit(run_id))
-        report = self._report("restore", now_ms, f"vacuum run {run_id}")
+        report = self._report(UndoCommand.RESTORE, now_ms, f"vacuum run {run_id}")
         return self._run(report, selected, AuditAction.RESTORED, now_ms, None)
 
     def purge(self, older_than_days: float) -> UndoReport:
@@ -172,7 +179,7 @@ class Undo:
                                & F.col("source_run_id").isNotNull())
         selected = hidden.withColumn("source_run_id", F.col("run_id")).join(
             finished.select("path", "source_run_id"), ["path", "source_run_id"], "left_anti")
-        report = self._report("purge", now_ms, f"deletes older than {older_than_days:g} day(s), before "
+        report = self._report(UndoCommand.PURGE, now_ms, f"deletes older than {older_than_days:g} day(s), before "
                                                f"{iso_utc(before_ms)}")
         needed = self._needed_again(audit, report, now_ms)
         left_alone = selected.join(needed, "path").select(
@@ -243,7 +250,7 @@ class Undo:
         roots = [uris.canonical(uris.to_uri(t)) for t in self.options.tables]
         return rows.where(F.col("table_root").isin(roots))
 
-    def _report(self, command: str, now_ms: int, acts_on: str) -> UndoReport:
+    def _report(self, command: UndoCommand, now_ms: int, acts_on: str) -> UndoReport:
         return UndoReport(command, str(uuid.uuid4()), iso_utc(now_ms), self.options.dry_run, acts_on,
                           audit_problems=list(self.audit_problems))
 
