@@ -22,11 +22,12 @@ from datetime import date, datetime, timezone
 import yaml
 
 from infra.package import entry_script
+from lakeio.errors import HousekeepingError
 
 EMR_COMMAND_RUNNER = "command-runner.jar"
 
 
-class SettingsError(ValueError):
+class SettingsError(HousekeepingError, ValueError):
     """The settings file cannot be used."""
 
 

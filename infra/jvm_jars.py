@@ -33,6 +33,7 @@ from xml.sax.saxutils import escape
 import pyspark
 
 from lakeio import jvm_archive
+from lakeio.errors import HousekeepingError
 
 # The delta-spark artifact made for each Spark line (its PyPI twin names the pyspark it supports).
 # Spark 4.3 has no Delta release yet: there the S3 connector is fetched alone.
@@ -45,7 +46,7 @@ DELTA_FOR_SPARK = {
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-]*(?:-[A-Za-z0-9.]+)*)\.jar$")
 
 
-class JarsUnavailable(RuntimeError):
+class JarsUnavailable(HousekeepingError, RuntimeError):
     """The jars could not be fetched (no Maven, no repository, no such artifact)."""
 
 

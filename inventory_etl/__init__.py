@@ -4,7 +4,8 @@
 """
 
 from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, inventory_snapshot
-from inventory_etl.ingestion import IngestInventory, IngestResult, ingest
+from inventory_etl.ingestion import DeliveryOutcome, DeliveryStatus, IngestInventory, IngestResult, ingest
+from lakeio.errors import HousekeepingError
 
-__all__ = ["IngestInventory", "IngestResult", "InventorySnapshot", "InventoryUnavailable", "ingest",
-           "inventory_snapshot"]
+__all__ = ["DeliveryOutcome", "DeliveryStatus", "HousekeepingError", "IngestInventory", "IngestResult",
+           "InventorySnapshot", "InventoryUnavailable", "ingest", "inventory_snapshot"]

@@ -25,6 +25,7 @@ from pyspark.sql.types import (
 )
 
 from lakeio.delta_read import TableNotFound, partition_values, partitions, read_delta
+from lakeio.errors import HousekeepingError
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 
 # One partition per delivery unit: each inventory configuration of a bucket is replaced
@@ -111,7 +112,7 @@ def read_inventory(spark: SparkSession, table: str, day: date | Collection[date]
     return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day is not None else None))
 
 
-class InventoryUnavailable(Exception):
+class InventoryUnavailable(HousekeepingError):
     """The inventory table cannot answer: no table there, no such date, or too old."""
 
 

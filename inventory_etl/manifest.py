@@ -14,12 +14,13 @@ from datetime import date, datetime, timezone
 
 from inventory_etl.contract import snake_case
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 
 FORMATS = ("CSV", "ORC", "Parquet")
 DELIVERY_FOLDER = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})Z$")
 
 
-class DeliveryError(Exception):
+class DeliveryError(HousekeepingError):
     """A delivery we refuse: ``uri`` is the file at fault, ``problem`` says what is wrong."""
 
     def __init__(self, uri: str, problem: str):

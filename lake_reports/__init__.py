@@ -6,19 +6,30 @@ table, and erasure evidence (when a file was physically deleted, and how long it
 evidence document.
 """
 
-from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions, ChargebackResult, chargeback
-from lake_reports.erasure_document import ErasureRequest, EvidenceDocument, erasure_request
+from lake_reports.charges import (
+    Chargeback,
+    ChargebackError,
+    ChargebackOptions,
+    ChargebackResult,
+    ChargeCategory,
+    chargeback,
+)
+from lake_reports.copies import CopyStatus, EtagKind
+from lake_reports.erasure_document import ErasureRequest, EvidenceDocument, VerdictStatus, erasure_request
 from lake_reports.erasure_evidence import (
     CommitQuestion,
     ErasureError,
     ErasureEvidence,
     ErasureOptions,
     ErasureReport,
+    ErasureStatus,
     erasure,
 )
+from lakeio.errors import HousekeepingError
 
 __all__ = [
-    "Chargeback", "ChargebackError", "ChargebackOptions", "ChargebackResult", "CommitQuestion", "ErasureError",
-    "ErasureEvidence", "ErasureOptions", "ErasureReport", "ErasureRequest", "EvidenceDocument", "chargeback", "erasure",
+    "ChargeCategory", "Chargeback", "ChargebackError", "ChargebackOptions", "ChargebackResult", "CommitQuestion",
+    "CopyStatus", "ErasureError", "ErasureEvidence", "ErasureOptions", "ErasureReport", "ErasureRequest",
+    "ErasureStatus", "EtagKind", "EvidenceDocument", "HousekeepingError", "VerdictStatus", "chargeback", "erasure",
     "erasure_request",
 ]

@@ -49,6 +49,7 @@ from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
 from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
+from lakeio.errors import HousekeepingError
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, human_bytes, shorten
@@ -77,7 +78,7 @@ CATEGORIES = tuple(ChargeCategory)
 UNKNOWN_CLASS = "UNKNOWN"  # the inventory has no storage class for the object
 
 
-class ChargebackError(Exception):
+class ChargebackError(HousekeepingError):
     """The inventory cannot answer: no table there, or no such date."""
 
 

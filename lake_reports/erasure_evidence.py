@@ -63,6 +63,7 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_unsure_too
+from lakeio.errors import HousekeepingError
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
@@ -102,7 +103,7 @@ NEEDS_ACTION = frozenset({ErasureStatus.RESTORED, ErasureStatus.LIVE, ErasureSta
                           ErasureStatus.NOT_IN_A_TABLE})
 
 
-class ErasureError(Exception):
+class ErasureError(HousekeepingError):
     """The audit or inventory table cannot be read."""
 
 

@@ -10,6 +10,7 @@ the archive classes are not modelled.
 from __future__ import annotations
 
 from lakeio.documents import load_document
+from lakeio.errors import HousekeepingError
 
 BYTES_PER_GB = 2 ** 30
 
@@ -26,7 +27,7 @@ DEFAULT_USD_PER_GB_MONTH: dict[str, float] = {
 }
 
 
-class PriceError(ValueError):
+class PriceError(HousekeepingError, ValueError):
     """The price file cannot be used."""
 
 

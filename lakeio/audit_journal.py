@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 from lakeio.jvm_archive import cache_dir
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -36,11 +37,11 @@ ROWS = "rows"  # a run's rows, kept when its append failed
 INTENT = "intent"  # the files a run sets out to delete, noted before the first (vacuum_jobs.interrupted)
 
 
-class AuditUnwritable(Exception):
+class AuditUnwritable(HousekeepingError):
     """The audit table's folder cannot be written: refused before anything is deleted."""
 
 
-class AuditNotRecorded(Exception):
+class AuditNotRecorded(HousekeepingError):
     """A run's append failed; its rows are kept where the message says, for the next run to append."""
 
 

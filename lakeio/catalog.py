@@ -21,6 +21,7 @@ import re
 from pyspark.sql import SparkSession
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 from lakeio.spark import quiet_query_errors
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -30,7 +31,7 @@ _NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{1,2}}$")
 log = logging.getLogger(__name__)
 
 
-class CatalogError(ValueError):
+class CatalogError(HousekeepingError, ValueError):
     """A name the catalog cannot turn into a Delta table's location."""
 
 

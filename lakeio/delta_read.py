@@ -19,10 +19,11 @@ from pyspark.sql.types import StructType
 
 from lakeio import uris
 from lakeio.delta_write import open_table
+from lakeio.errors import HousekeepingError
 from lakeio.spark import delta_jars_present
 
 
-class TableNotFound(Exception):
+class TableNotFound(HousekeepingError):
     """There is no Delta table at the URI."""
 
 

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 from lakeio.spark import delta_jars_present, jvm_class, session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
@@ -67,7 +68,7 @@ BEFORE_COMMIT: list[Callable[[str], None]] = []
 _CLAIM_APP = "lake-housekeeping:"
 
 
-class IncompatibleTable(ValueError):
+class IncompatibleTable(HousekeepingError, ValueError):
     """The target exists but is not a table this write may go into."""
 
 
@@ -398,7 +399,7 @@ def _staged_adds(df, storage, table_uri, run, partition_by, partitions) -> dict[
     return staged
 
 
-class DeltaStorageError(OSError):
+class DeltaStorageError(HousekeepingError, OSError):
     """deltalake could not reach the table's store (credentials, endpoint, network): one line saying
     what to do, where deltalake's own error is a chain of nested causes."""
 

@@ -15,10 +15,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
+from lakeio.errors import HousekeepingError
+
 _TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType()}
 
 
-class ShapeError(ValueError):
+class ShapeError(HousekeepingError, ValueError):
     """A frame lacks columns its consumer needs."""
 
 

@@ -24,6 +24,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from lakeio import jvm_archive
+from lakeio.errors import HousekeepingError
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -270,10 +271,34 @@ def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str
     return announce
 
 
+# Spark's error conditions for a file that is not there: at planning (a read naming it) and in a task.
+_MISSING_FILE_CONDITIONS = ("PATH_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST")
+_MISSING_FILE_CLASS = "java.io.FileNotFoundException"  # Spark 3.5 throws its own subclass of it
+
+
+def is_missing_file(error: BaseException) -> bool:
+    """Spark failed because a file it was to read is gone: told by the error's condition or by a
+    ``FileNotFoundException`` in the Java causes, never by its message (which varies by version)."""
+    if isinstance(error, FileNotFoundError):
+        return True
+    condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)
+    if condition is not None and (condition() or "") in _MISSING_FILE_CONDITIONS:
+        return True
+    throwable = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    while throwable is not None:
+        kind = throwable.getClass()
+        while kind is not None:
+            if kind.getName() == _MISSING_FILE_CLASS:
+                return True
+            kind = kind.getSuperclass()
+        throwable = throwable.getCause()
+    return False
+
+
 PROJECT_PACKAGES = ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports")
 
 
-class WorkerPythonError(RuntimeError):
+class WorkerPythonError(HousekeepingError, RuntimeError):
     """Spark's Python workers cannot run this project's code."""
 
 

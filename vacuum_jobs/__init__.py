@@ -6,14 +6,15 @@ deletes on versioned S3 buckets, or erase them for good (dry runs too, unless to
 """
 
 from lakeio.audit import AuditAction, TableStatus
+from lakeio.errors import HousekeepingError
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vacuum
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.report import RunReport, TableCounts, TableReport
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError
-from vacuum_jobs.undo import Undo, UndoError, UndoOptions, UndoReport, purge, restore
+from vacuum_jobs.undo import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore
 
 __all__ = [
-    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "RunRefused", "RunReport", "TableCounts",
-    "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoError", "UndoOptions", "UndoReport",
-    "VacuumOptions", "purge", "restore", "vacuum",
+    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "HousekeepingError", "RunRefused",
+    "RunReport", "TableCounts", "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoCommand",
+    "UndoError", "UndoOptions", "UndoReport", "VacuumOptions", "purge", "restore", "vacuum",
 ]

@@ -31,8 +31,9 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, TableState, read_logs
+from lakeio.errors import HousekeepingError
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
-from lakeio.spark import check_workers, step_announcer
+from lakeio.spark import check_workers, is_missing_file, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -487,10 +488,10 @@ def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot], tables
 
 
 def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> TableRoot | None:
-    """The table whose ``_delta_log/`` file ``error`` says is gone; None for any other error."""
-    text = str(error)
-    if not any(sign in text for sign in ("FILE_NOT_EXIST", "FileNotFoundException", "does not exist")):
+    """The table whose ``_delta_log/`` file is gone, by the path ``error`` names; None for any other error."""
+    if not is_missing_file(error):
         return None
+    text = str(error)
     spellings = (text, unquote(text))
     for root in roots:
         folder = root.split(":", 1)[1].lstrip("/") + "/_delta_log/"  # whatever the scheme's spelling
@@ -499,7 +500,7 @@ def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> Tab
     return None
 
 
-class RunRefused(Exception):
+class RunRefused(HousekeepingError):
     """The whole run was refused (no usable inventory); ``report`` says so per table."""
 
     def __init__(self, message: str, report: RunReport):

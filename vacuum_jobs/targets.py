@@ -23,9 +23,10 @@ from pyspark.sql import SparkSession
 
 from lakeio import catalog, uris
 from lakeio.documents import load_document
+from lakeio.errors import HousekeepingError
 
 
-class TargetsError(ValueError):
+class TargetsError(HousekeepingError, ValueError):
     """The list of tables cannot be used as given."""
 
 

@@ -51,6 +51,7 @@ from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.references import retention_cutoffs
 from lakeio.deltalog.replay import read_logs
+from lakeio.errors import HousekeepingError
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
@@ -70,7 +71,7 @@ log = logging.getLogger(__name__)
 PROBLEM_SAMPLE = 100  # keys left alone or failed, named in the report (the audit names every one)
 
 
-class UndoError(Exception):
+class UndoError(HousekeepingError):
     """Nothing to act on: no audit table, or no such run in it."""
 
 

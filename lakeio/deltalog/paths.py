@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 
 _HAS_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
 _PREFIX = r"^([A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?)"  # scheme and authority of a canonical URI
@@ -35,7 +36,7 @@ _AMBIGUOUS = r"[#?]|%2[FfEe]"
 _AMBIGUOUS_PROBLEM = "a raw '#' or '?' (Hadoop reads a fragment or query there) or an escaped '/' or '.'"
 
 
-class UnresolvablePath(ValueError):
+class UnresolvablePath(HousekeepingError, ValueError):
     """A log path whose file cannot be named with certainty."""
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
@@ -23,7 +24,7 @@ _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9A-Fa-f-]{36}\.(json|parquet)$")
 
 
-class UnreadableLog(Exception):
+class UnreadableLog(HousekeepingError):
     """The log cannot give a trustworthy snapshot; the table must not be vacuumed."""
 
 
