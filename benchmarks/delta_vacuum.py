@@ -48,6 +48,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.cli import setup_logging
 from lakeio.spark import get_spark
+from lakeio.times import epoch_ms
 
 SIDES = {
     "full": "Delta VACUUM DRY RUN, per table",
@@ -89,7 +90,7 @@ def _best_in_turn(repeat: int, actions: dict[str, Callable[[], cold.ColdRun]]) -
 
 def run(tables: int, files_per_table: int, repeat: int, workdir: str | None, jars: str, sides: list[str]) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-delta-vacuum-")
-    lake = build_lake(get_spark("bench-delta-vacuum"), workdir, tables, files_per_table, int(time.time() * 1000))
+    lake = build_lake(get_spark("bench-delta-vacuum"), workdir, tables, files_per_table, epoch_ms())
     roots, inventory = lake.roots, lake.inventory
 
     def delta(side: str) -> Callable[[], cold.ColdRun]:
@@ -110,7 +111,7 @@ def run_s3(tables: int, files_per_table: int, repeat: int, workdir: str | None, 
     started = time.monotonic()
     local_roots = table_roots(bucket, tables)
     for root in local_roots:
-        build_table(root, files_per_table, int(time.time() * 1000))
+        build_table(root, files_per_table, epoch_ms())
     for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
                         "AWS_ALLOW_HTTP": "true"}.items():
         os.environ[name] = value

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from datetime import datetime, timezone
 
 from benchmarks.timing import best_in_turn
@@ -26,6 +25,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.deltalog.references import References
 from lakeio.spark import get_spark
+from lakeio.times import epoch_ms
 from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.targets import as_targets
 
@@ -59,7 +59,7 @@ def build_clone(root: str, source: str, now_ms: int) -> None:
 def run(tables: int, files_per_table: int, clones: int, repeat: int) -> dict:
     workdir = tempfile.mkdtemp(prefix="bench-references-")
     bucket = os.path.join(workdir, "lake")
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     roots = [os.path.join(bucket, "warehouse", f"db{i % 5}", f"table_{i:03d}") for i in range(tables)]
     for root in roots:
         build_table(root, files_per_table, now_ms)

@@ -28,6 +28,7 @@ from benchmarks.vacuum_planning import DAY_MS, PARTITIONS, SCHEMA, table_roots
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.spark import get_spark
+from lakeio.times import epoch_ms
 
 ADDS_PER_COMMIT = 500_000
 # label -> (tables, files per table); the 10M shapes pair with the 1M shapes in order.
@@ -82,7 +83,7 @@ def _objects(bucket: str, roots: list[str], files: int, now_ms: int) -> Iterator
 def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-scale-")
     bucket = os.path.join(workdir, "lake")
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     started = time.monotonic()
     roots = table_roots(bucket, tables, digits=4)
     for root in roots:

@@ -39,6 +39,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.charges import Chargeback, ChargebackOptions
 from lakeio.spark import get_spark
+from lakeio.times import epoch_ms
 from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.targets import as_targets
 
@@ -135,7 +136,7 @@ def _pages(keys: int) -> int:
 def run(tables: int = 50, files_per_table: int = 20_000, workdir: str | None = None, repeat: int = 3,
         shuffle_partitions: int = 200, shape: str = "checkpoint", cold_runs: bool = True) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-vacuum-")
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     spark = get_spark("bench-vacuum")
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     lake = build_lake(spark, workdir, tables, files_per_table, now_ms, shape)

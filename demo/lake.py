@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
+from lakeio.times import epoch_ms
 from lakeio.uris import decode_log_path
 
 DAY_MS = 86_400_000
@@ -54,7 +54,7 @@ def read_all_rows(table: Path) -> int:
 def build_lake(bucket_dir: Path, now_ms: int | None = None, rows_per_commit: int = 200,
                golden_dv_table: Path | None = GOLDEN_DV_TABLE) -> Lake:
     """Build the lake under ``bucket_dir`` (emptied first), its history ending at ``now_ms``."""
-    now_ms = now_ms or int(time.time() * 1000)
+    now_ms = now_ms or epoch_ms()
     shutil.rmtree(bucket_dir, ignore_errors=True)
     bucket_dir.mkdir(parents=True)
     lake = Lake(bucket_dir)

@@ -53,7 +53,7 @@ from lakeio.errors import HousekeepingError
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, human_bytes, shorten
-from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class Chargeback:
 
     def execute(self) -> ChargebackResult:
         started = time.monotonic()
-        now_ms = self.options.now_ms or int(time.time() * 1000)
+        now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         try:
             inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date)
         except InventoryUnavailable as exc:

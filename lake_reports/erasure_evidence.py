@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -68,7 +67,7 @@ from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line, human_bytes, shorten
-from lakeio.times import MS_PER_HOUR, iso_utc, midnight_utc_ms
+from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
 
 log = logging.getLogger(__name__)
 
@@ -406,7 +405,7 @@ class ErasureEvidence:
 
     def gather(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> Gathered:
         """The report, and what it was built from (for an erasure request's document)."""
-        now_ms = self.options.now_ms or int(time.time() * 1000)
+        now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         commits = [self.named(c) for c in commits]
         audit = self._read_audit()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +43,7 @@ from lakeio.errors import HousekeepingError
 from lakeio.spark import delta_jars_present, jvm_class, session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
+from lakeio.times import epoch_ms
 
 WriteMode = Literal["append", "replace_partitions"]
 
@@ -174,7 +174,7 @@ def _claim_app(partition_by: Sequence[str], key: PartitionKey) -> str:
 def _claim_transactions(partition_by: Sequence[str], claims: Mapping[PartitionKey, Claim]) -> list:
     from deltalake.transaction import Transaction
 
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     found = []
     for key, claim in sorted(claims.items()):
         app = _claim_app(partition_by, key)
@@ -296,7 +296,7 @@ def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims) 
     where = _partitions_predicate(partition_by, replaced)
     condition = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)  # as replaceWhere parses it
     removes = [a.remove() for a in scala.seqAsJavaList(txn.filterFiles(scala.asScalaBuffer([condition]).toList(), False))]
-    now = jvm.scala.Some(int(time.time() * 1000))
+    now = jvm.scala.Some(epoch_ms())
     claimed = [jvm.org.apache.spark.sql.delta.actions.SetTransaction(app, version, now)
                for key, claim in sorted(claims.items()) for app, version in
                ((_claim_app(partition_by, key), claim.rank), (_claim_app(partition_by, key) + "#identity", claim.identity))]
@@ -521,7 +521,7 @@ def _removes_for(table, partition_by, partitions) -> list:
 
     wanted = {tuple(str(p[c]) for c in partition_by) for p in partitions}
     live = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     removes = []
     for action in live:
         values = {c: partition_string(action[f"partition.{c}"]) for c in partition_by}

@@ -36,7 +36,7 @@ from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
 from lakeio.spark import check_workers, is_missing_file, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import first_line
-from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
@@ -112,7 +112,7 @@ class BatchVacuum:
         discover = tables if isinstance(tables, Discover) else None
         explicit: list[TableTarget] | Database | None = (
             tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
-        now_ms = self.options.now_ms or int(time.time() * 1000)
+        now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
@@ -402,7 +402,7 @@ class BatchVacuum:
         self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
         outcomes = OUTCOMES.check(of_tables(candidates, dry).select(
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
-            F.lit(None).cast("string").alias("error"), F.lit(int(time.time() * 1000)).alias("at_ms"),
+            F.lit(None).cast("string").alias("error"), F.lit(epoch_ms()).alias("at_ms"),
             *[F.lit(None).cast("string").alias(name) for name in ("version_id", "delete_marker_id", "trash_path")]))
         if not deleting:
             for root in dry:

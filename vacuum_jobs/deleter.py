@@ -45,6 +45,7 @@ from lakeio.cli import LOG_FORMAT
 from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
 from lakeio.text import first_line, storage_advice
+from lakeio.times import epoch_ms
 
 log = logging.getLogger(__name__)
 EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
@@ -194,12 +195,12 @@ def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = Non
                 os.remove(local)
         except FileNotFoundError:
             action = journal.gone(target.path)  # deleted by a twin attempt: moved to the same place
-            yield Outcome(target, action, None, _now_ms(), trash_path=moved if action is AuditAction.DELETED else None)
+            yield Outcome(target, action, None, epoch_ms(), trash_path=moved if action is AuditAction.DELETED else None)
             continue
         except OSError as exc:
-            yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", _now_ms())
+            yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", epoch_ms())
             continue
-        yield Outcome(target, AuditAction.DELETED, None, _now_ms(), trash_path=moved)
+        yield Outcome(target, AuditAction.DELETED, None, epoch_ms(), trash_path=moved)
         prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
 
 
@@ -264,11 +265,11 @@ def delete_with_hadoop(storage: Storage, targets: Iterable[Target], run_id: str,
         try:
             moved = trash_path(trash, run_id, target.path) if trash else None
             if storage.move(target.path, moved) if moved else storage.delete(target.path):
-                yield Outcome(target, AuditAction.DELETED, None, _now_ms(), trash_path=moved)
+                yield Outcome(target, AuditAction.DELETED, None, epoch_ms(), trash_path=moved)
             else:
-                yield Outcome(target, AuditAction.ALREADY_ABSENT, None, _now_ms())
+                yield Outcome(target, AuditAction.ALREADY_ABSENT, None, epoch_ms())
         except Exception as exc:
-            yield Outcome(target, AuditAction.FAILED, first_line(exc), _now_ms())
+            yield Outcome(target, AuditAction.FAILED, first_line(exc), epoch_ms())
 
 
 class S3BatchDeleter:
@@ -333,7 +334,7 @@ class S3BatchDeleter:
                 remaining[target] -= 1
                 if remaining[target] == 0:
                     action = AuditAction.FAILED if target in errors else AuditAction.DELETED
-                    yield Outcome(target, action, errors.get(target), _now_ms(), markers.get(target))
+                    yield Outcome(target, action, errors.get(target), epoch_ms(), markers.get(target))
 
     def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]
                       ) -> Iterator[tuple[dict, Target, str | None, str | None]]:
@@ -417,10 +418,6 @@ def _described(code: str | None, message: str) -> str:
 def _error_code(exc: Exception) -> tuple[str | None, int | None]:
     response = getattr(exc, "response", None) or {}
     return response.get("Error", {}).get("Code"), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def key_versions(client, path: str) -> list[dict]:

@@ -29,6 +29,7 @@ from lakeio import audit_journal, uris
 from lakeio.audit import AuditAction, RunTable, run_rows
 from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
+from lakeio.times import epoch_ms
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
 
 # A run on another host noted this long ago is taken as dead.
@@ -49,7 +50,7 @@ def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: Dat
                       F.regexp_replace("path", r"^[a-z0-9+.\-]*:/*", "")) if trash else F.lit(None).cast("string"))
     targets.select("table_root", "path", "length", "modificationTime", version.alias("version_id"),
                    moved.alias("trash_path"), F.lit(socket.gethostname()).alias("host"),
-                   F.lit(os.getpid()).alias("pid"), F.lit(int(time.time() * 1000)).alias("noted_ms"),
+                   F.lit(os.getpid()).alias("pid"), F.lit(epoch_ms()).alias("noted_ms"),
                    F.lit(inventory_date).cast("date").alias("inventory_date"),
                    ).write.mode("overwrite").parquet(uris.join(audit_journal.journal_of(audit_table), run_id,
                                                                 audit_journal.INTENT))
@@ -107,7 +108,7 @@ def _looked_at(rows: Iterable, settings: DeleteSettings, run_id: str, storage: S
     driver's through Hadoop for other stores)."""
     client = None
     journals: dict[str, DeleteJournal] = {}
-    now_ms = int(time.time() * 1000)
+    now_ms = epoch_ms()
     for row in rows:
         path, trash = row["path"], row["trash_path"]
         marker = None

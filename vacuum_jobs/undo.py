@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -56,7 +55,7 @@ from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers, step_announcer
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
-from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
 from vacuum_jobs.deleter import (
     DeleteSettings,
     S3BatchDeleter,
@@ -225,7 +224,7 @@ class Undo:
         return needed.groupBy("path").agg(F.min("needed_by").alias("needed_by"), F.max("live").alias("live"))
 
     def _start(self) -> tuple[int, DataFrame]:
-        now_ms = self.options.now_ms or int(time.time() * 1000)
+        now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         audit = self.options.audit_table
         try:
             check_audit_table(self.spark, audit)
@@ -337,7 +336,7 @@ def _act(rows: Iterable, done: AuditAction, settings: DeleteSettings, keys_per_s
 def _outcome(row, action: AuditAction, why: str | None = None, at_ms: int | None = None) -> tuple:
     """A row of ``_UNDONE``: the vacuum's row, with what this run did to it."""
     return (row["table_root"], row["path"], row["length"], row["modificationTime"], action.value, why,
-            at_ms or int(time.time() * 1000), row["version_id"], row["delete_marker_id"], row["trash_path"],
+            at_ms or epoch_ms(), row["version_id"], row["delete_marker_id"], row["trash_path"],
             row["source_run_id"])
 
 
