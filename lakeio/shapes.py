@@ -51,7 +51,7 @@ def local_frame(spark: SparkSession, rows: Iterable[Sequence], schema: str | Str
     """A small table the driver holds (table roots, lookups) as a DataFrame that needs no Python worker.
 
     ``spark.createDataFrame`` of a Python list unpickles it in a Python worker, and starting one
-    took 2-3 s of a cold run whose jobs otherwise run in the JVM alone. Here the rows travel as
+    costs seconds of a cold run whose jobs otherwise run in the JVM alone. Here the rows travel as
     one JSON text in a one-row local relation the JVM builds, and are parsed where the frame is
     used; a value that does not fit its column (``schema``: a StructType, or DDL of string, int,
     long and boolean columns) fails the job instead of turning null. No SQL text carries it:
@@ -96,8 +96,7 @@ OUTCOMES = Shape("outcomes", _schema(
 
 def of_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
     """The rows of ``frame`` whose ``table_root`` is one of ``roots``, by a broadcast semi-join:
-    the same few gateway calls for 5 tables or 500, where an ``isin`` of 500 roots cost the
-    driver 0.4-0.7 s (a call per root)."""
+    the same few gateway calls for 5 tables or 500, where an ``isin`` makes a call per root."""
     return frame.join(F.broadcast(_roots(frame, roots)), "table_root", "left_semi")
 
 

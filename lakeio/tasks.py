@@ -30,11 +30,10 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def packed(frame: DataFrame, units: int, per_task: int) -> DataFrame:
-    """``frame`` read in one task per core, or per ``per_task`` of its ``units`` where there are more.
-
-    1M actions in 2,000 commits took 7.5 s to read and reconcile in Spark's 63 tasks, 4.2 s in 4
-    (2 cores). Coalescing only merges tasks, and a checkpoint big enough for Spark to split holds
-    at least a few hundred thousand actions per 128 MB split, so it keeps about as many tasks."""
+    """``frame`` read in one task per core, or per ``per_task`` of its ``units`` where there are more:
+    Spark's one task per few small files costs more than the reading (benchmarks/RESULTS.md, "Figures
+    behind the code's rules"). Coalescing only merges tasks, and a checkpoint big enough for Spark to
+    split holds at least a few hundred thousand actions per 128 MB split, so it keeps about as many tasks."""
     return frame.coalesce(_tasks(frame, units, per_task))
 
 
@@ -43,9 +42,8 @@ def by_key(frame: DataFrame, keys: Sequence[str], rows: int) -> DataFrame:
     where there are more, for an aggregation on ``keys`` to follow.
 
     An explicit partition count is one AQE keeps, and the aggregation needs no shuffle of its own,
-    so it runs whole after this one (rows keyed by path rarely meet before it anyway). A dry run
-    over 3M objects took 35-38 s with AQE's two spilling tasks per aggregation, 22-25 s in 22
-    and 44 (2 cores, 1 GB)."""
+    so it runs whole after this one (rows keyed by path rarely meet before it anyway); AQE's few
+    tasks by bytes would spill (benchmarks/RESULTS.md, "Figures behind the code's rules")."""
     return frame.repartition(_tasks(frame, rows, KEYS_PER_AGGREGATION_TASK), *keys)
 
 
@@ -56,10 +54,8 @@ def small_shuffles(spark: SparkSession, keys: int) -> Iterator[None]:
     other shuffles are sized by rows (by_key).
 
     Up to 200 partitions (spark.shuffle.sort.bypassMergeThreshold) a map task writes a file for
-    each partition its rows reach, and 500 tables' keys reach all 200 of a cluster's default.
-    Over 1M objects in 500 tables, the plan's last stage (per-path rows into per-table counts)
-    took 2.1 s that way, 1.3 s at 201 partitions (one file per task); the log summary 2.6 s
-    against 1.4 s."""
+    each partition its rows reach, and 500 tables' keys reach all 200 of a cluster's default
+    (benchmarks/RESULTS.md, "Figures behind the code's rules")."""
     setting = spark.conf.get(SHUFFLE_PARTITIONS)
     wanted = -(-max(keys, 1) // KEYS_PER_SMALL_SHUFFLE)
     if setting and setting.isdigit():  # Databricks may say "auto"

@@ -116,8 +116,8 @@ def canonical_col(column):
     (``s3://`` and ``file:///``, no trailing slash: already canonical) are recognised by
     three prefix and suffix checks and pass as they are; the rest are rebuilt from their
     scheme, with a regular expression only where one is needed (a ``file:`` URI not
-    spelled ``file:///``, a trailing slash). Rebuilding every row cost 2.6-2.9 s per 1M
-    rows on 2 cores over the scan alone, the fast path 0.4-0.6 s.
+    spelled ``file:///``, a trailing slash): rebuilding every row costs several times the scan
+    (benchmarks/RESULTS.md, "``canonical_col``: spellings already canonical pass as they are").
     """
     from pyspark.sql import functions as F
 
