@@ -1,10 +1,10 @@
-"""Job 2 as users run it: one fresh ``python -m vacuum_jobs --discover --dry-run`` process, timed
-from its own log lines; and the bare Spark program that finds the same candidates, cold alike.
+"""Job 2 as users run it: one fresh ``python -m vacuum_jobs --discover --dry-run`` process; and the
+bare Spark program that finds the same candidates, cold alike.
 
 The session start (process launch to the job's first log line, ``spark <version>, master ...``)
 is measured apart: it is the same for any Spark program, and the targets compare the job after it.
-Each step runs from one progress line to the next (a line is written as its step begins, but the
-inventory's, written once the date is read); the last ends when the process does.
+The job's steps are its report's own ``step_seconds``; what the process spends outside the run
+(the session's end, writing the report, the exit) is the job's time less theirs.
 """
 
 from __future__ import annotations
@@ -22,19 +22,17 @@ from datetime import datetime
 from lakeio import jvm_archive
 from lakeio.cli import LOG_FORMAT
 
-# A run's steps, each ending where the progress line (vacuum_jobs.batch_vacuum) that starts the next begins.
-STEPS = (("the inventory's date", "inventory "), ("finding the Delta tables", "reading the logs"),
-         ("reading the logs", "planning "), ("planning", "deleting in "), ("the candidates, the report, exit", None))
+OUTSIDE_THE_RUN = "outside the run: the report, the exit"
 _SESSION_LINE = "spark "
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
-assert LOG_FORMAT.startswith("%(asctime)s "), "the log lines this module reads start with their time"
+assert LOG_FORMAT.startswith("%(asctime)s "), "the session line this module reads starts with its time"
 
 
 @dataclass(frozen=True)
 class ColdRun:
     session_s: float  # launch to the first log line after the session started
     job_s: float  # that line to the end of the process
-    steps_s: dict[str, float]  # each logged step (STEPS), none for the bare program
+    steps_s: dict[str, float]  # the report's step_seconds and OUTSIDE_THE_RUN; none for the bare program
     candidates: int
     jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
 
@@ -49,12 +47,10 @@ def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = ()
                         "--report", report_path, *options], shuffle_partitions, jars, conf)
         with open(report_path) as source:
             report = json.load(source)
-    ends = [next(at for at, message in fresh.lines if message.startswith(prefix)) if prefix else fresh.ended
-            for _, prefix in STEPS]
+    steps = dict(report["step_seconds"])
+    steps[OUTSIDE_THE_RUN] = max(fresh.job_s - sum(steps.values()), 0.0)
     candidates = sum(t["counts"]["candidate_files"] for t in report["tables"])
-    return ColdRun(fresh.session_s, fresh.job_s,
-                   {name: end - start for (name, _), start, end in zip(STEPS, [fresh.session_at, *ends], ends)},
-                   candidates, fresh.archive)
+    return ColdRun(fresh.session_s, fresh.job_s, steps, candidates, fresh.archive)
 
 
 def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partitions: int) -> ColdRun:
@@ -77,7 +73,6 @@ class _Fresh:
     launched: float
     session_at: float  # the session's first log line (lakeio.spark.get_spark)
     ended: float
-    lines: list[tuple[float, str]]  # (time, message) of every log line
     stdout: str
     archive: bool
 
@@ -105,7 +100,7 @@ def _fresh(module_args: list[str], shuffle_partitions: int, jars: str | None = N
         raise SystemExit(f"the cold run of {module_args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
     lines = [(at, line.split(": ", 1)[1]) for line in done.stderr.splitlines() if (at := _stamp(line)) is not None]
     session_at = next(at for at, message in lines if message.startswith(_SESSION_LINE))
-    return _Fresh(launched, session_at, ended, lines, done.stdout, archive)
+    return _Fresh(launched, session_at, ended, done.stdout, archive)
 
 
 def _stamp(line: str) -> float | None:

@@ -144,7 +144,7 @@ def run_s3(tables: int, files_per_table: int, repeat: int, workdir: str | None, 
             delta = {s: functools.partial(cold.run_module, ["benchmarks.delta_vacuum", "--side", s, "--inventory",
                                                             inventory, "--retain-hours", "0", *roots], 200, jars, unchecked)
                      for s in sides}
-            ours = ["--retain-hours", "0", "--force-retention"]
+            ours = ["--retention-hours", "0", "--force-retention"]
             return {"ours": functools.partial(cold.run_cli, inventory, 200, ours, ours_jars, conf), **delta}
 
         rounds = {}

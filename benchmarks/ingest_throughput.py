@@ -13,7 +13,6 @@ split into its steps, timed by the job's own progress lines.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shutil
 import tempfile
@@ -67,19 +66,19 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
         rows = to_contract(read_report(spark, delivery), delivery, {}).drop(PROBLEM, SOURCE_FILE)
         rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(os.path.join(workdir, "contract-copy"))
 
-    def ingest(verify: bool) -> None:
-        # A table of its own each time: a table that holds the delivery already skips it.
+    def ingest(verify: bool) -> dict[str, float]:
+        """Its steps' seconds (the result's own). A table of its own each time: a table that holds the
+        delivery already skips it."""
         inventory = os.path.join(workdir, f"inventory-{next(tables)}")
         result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
         if not result.ingested:
             raise SystemExit("benchmark delivery was not ingested")
         if result.refused:
             raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
+        return result.step_seconds
 
-    with _StepClock() as clock:
-        timed = best_in_turn(rounds, {
-            "bare": bare_copy, "contract": contract_write,
-            "ingest": lambda: clock.steps_of(lambda: ingest(True)), "ingest_no_md5": lambda: ingest(False)})
+    timed = best_in_turn(rounds, {"bare": bare_copy, "contract": contract_write, "ingest": lambda: ingest(True),
+                                  "ingest_no_md5": lambda: ingest(False)})
     best = {name: seconds for name, (seconds, _) in timed.items()}
     steps = timed["ingest"][1]
     shutil.rmtree(workdir, ignore_errors=True)
@@ -98,36 +97,6 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
         "ratio_over_floor": best["ingest"] / best["contract"],
         "ratio_no_checksums": best["ingest_no_md5"] / best["bare"],
     }
-
-
-class _StepClock(logging.Handler):
-    """The seconds of each step an ingestion announces (its progress lines, named by their
-    first word: reading, checking, verifying, validating, writing)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.logger = logging.getLogger(IngestInventory.__module__)
-        self.level_before = logging.NOTSET
-        self.marks: list[tuple[str, float]] = []
-
-    def __enter__(self) -> _StepClock:
-        self.level_before = self.logger.level
-        self.logger.setLevel(logging.INFO)
-        self.logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.logger.removeHandler(self)
-        self.logger.setLevel(self.level_before)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.marks.append((record.getMessage().split()[0], time.monotonic()))
-
-    def steps_of(self, action) -> dict[str, float]:
-        self.marks = []
-        action()
-        bounds = [mark for _, mark in self.marks[1:]] + [time.monotonic()]
-        return {name: end - mark for (name, mark), end in zip(self.marks, bounds)}
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ class DailySettings:
     inventory_table: str
     audit_table: str
     reports: str  # folder for the JSON reports (local path or s3://)
-    tables_file: str | None = None  # per-table retain_hours / enabled / dry_run; default: --discover
+    tables_file: str | None = None  # per-table retention_hours / enabled / dry_run; default: --discover
     include: tuple[str, ...] = ()  # with discovery: table roots matching these globs
     deletes_enabled: bool = False  # safe rollout: dry runs only until an operator turns this on
     undo_window_days: float | None = None  # versioned buckets or a trash: purge deletes older than this

@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import reduce
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,7 +40,8 @@ from lakeio.delta_write import (
     partition_string,
     write_delta,
 )
-from lakeio.spark import check_workers, step_announcer
+from lakeio.spark import check_workers
+from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.tasks import by_key
 from lakeio.text import StrEnum, first_line, human_bytes
@@ -78,6 +78,7 @@ class IngestResult:
     inventory_table: str
     deliveries: list[DeliveryOutcome]
     elapsed_seconds: float = 0.0
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time: reading, checking, ..., writing
     table_version: int | None = None
     partitions_dropped: int = 0  # by keep_days, in the write's own commit
     notes: list[str] = field(default_factory=list)
@@ -108,6 +109,7 @@ class IngestResult:
             "rows": sum(d.rows for d in self.ingested),
             "bytes": sum(d.bytes for d in self.ingested),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "step_seconds": self.step_seconds,
             "table_version": self.table_version,
             "partitions_dropped": self.partitions_dropped,
             "notes": self.notes,
@@ -162,14 +164,34 @@ class _Accepted:
     rows: DataFrame  # contract columns + _problem
 
 
-def ingest(spark: SparkSession, inventory_table: str, manifests: list[str], **settings: Any) -> IngestResult:
-    """Ingest S3 Inventory deliveries (their ``manifest.json`` URIs) into ``inventory_table``.
+def ingest(
+    spark: SparkSession,
+    inventory_table: str,
+    manifests: list[str],
+    *,
+    path_roots: Mapping[str, str] | None = None,
+    verify_checksums: bool = True,
+    allow_older: bool = False,
+    keep_days: int | None = None,
+) -> IngestResult:
+    """Ingest S3 Inventory deliveries into the inventory Delta table.
 
-    ``settings`` are :class:`IngestInventory`'s (``path_roots``, ``verify_checksums``, ...).
-    A delivery that cannot be ingested exactly is refused and reported, never raised:
-    check ``result.refused``.
+    Args:
+        spark: the session to run in.
+        inventory_table: the table to write (a URI or a catalog name); created on the first run.
+        manifests: the deliveries' ``manifest.json`` URIs.
+        path_roots: per source bucket, where its keys live when not at ``s3://<bucket>/`` (tests, mirrors).
+        verify_checksums: check ``manifest.checksum`` and each report file's MD5 before reading it.
+        allow_older: let a delivery replace a partition even where the table holds a newer delivery of it.
+        keep_days: keep the N newest inventory dates of each bucket and configuration (this run's
+            included) and drop their older partitions in the same commit; default: keep every date.
+
+    Returns:
+        The :class:`IngestResult`: one outcome per delivery. A delivery that cannot be ingested
+        exactly is refused and reported there, never raised: check ``result.ok``.
     """
-    return IngestInventory(spark, inventory_table, **settings).execute(manifests)
+    return IngestInventory(spark, inventory_table, path_roots, verify_checksums=verify_checksums,
+                           allow_older=allow_older, keep_days=keep_days).execute(manifests)
 
 
 class IngestInventory:
@@ -193,11 +215,12 @@ class IngestInventory:
         if keep_days is not None and keep_days < 1:
             raise ValueError("keep_days must be at least 1")
         self.keep_days = keep_days
-        self.progress = step_announcer(spark, log)
+        self.progress = Steps(spark, log)
         check_workers(spark)
 
     def execute(self, manifest_uris: list[str]) -> IngestResult:
         started = time.monotonic()
+        self.progress.restart()
         result = IngestResult(self.inventory_table, [])
         manifests = self._load_manifests(list(dict.fromkeys(uris.to_uri(u) for u in manifest_uris)), result)
         manifests = self._not_into_an_earlier_layout(manifests, result)
@@ -209,11 +232,11 @@ class IngestInventory:
         accepted = self._read_reports(manifests, result)
         accepted = self._validate_rows(accepted, result)
         self._write(accepted, result)
-        result.elapsed_seconds = time.monotonic() - started
+        result.elapsed_seconds, result.step_seconds = time.monotonic() - started, self.progress.seconds()
         return result
 
     def _load_manifests(self, manifest_uris: list[str], result: IngestResult) -> list[Manifest]:
-        self.progress(f"reading {len(manifest_uris)} manifest(s)")
+        self.progress.begin("reading", f"reading {len(manifest_uris)} manifest(s)")
         loaded = []
         for uri in manifest_uris:
             try:
@@ -272,7 +295,7 @@ class IngestInventory:
         existed is asked for its manifest (and holds a claim once re-ingested)."""
         if not manifests:
             return manifests
-        self.progress(f"checking which deliveries {self.inventory_table} holds")
+        self.progress.begin("checking", f"checking which deliveries {self.inventory_table} holds")
         keys = [_partition_key(m) for m in manifests]
         claims = held_claims(self.inventory_table, PARTITION_COLUMNS, keys)
         unclaimed = set(keys) - set(claims) if not self.allow_older else set()
@@ -348,7 +371,7 @@ class IngestInventory:
         if not manifests:
             return []
         what = "sizes and MD5 sums" if self.verify_checksums else "sizes"
-        self.progress(f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
+        self.progress.begin("verifying", f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
         problems = verify_data_files(self.spark, manifests, check_md5=self.verify_checksums)
         for manifest in manifests:
             if manifest.uri in problems:
@@ -372,7 +395,7 @@ class IngestInventory:
         """One aggregate over all deliveries; per delivery only if that one fails, to find the culprit."""
         if not accepted:
             return []
-        self.progress(f"validating rows of {len(accepted)} deliver{'y' if len(accepted) == 1 else 'ies'}")
+        self.progress.begin("validating", f"validating rows of {len(accepted)} deliver{'y' if len(accepted) == 1 else 'ies'}")
         try:
             stats = self._row_stats(accepted)
         except Exception:
@@ -440,7 +463,7 @@ class IngestInventory:
         if not accepted:
             return
         partitions = sorted({_partition_key(a.manifest) for a in accepted})
-        self.progress(f"writing {len(partitions)} partition(s) to {self.inventory_table}")
+        self.progress.begin("writing", f"writing {len(partitions)} partition(s) to {self.inventory_table}")
         rows = _union([a.rows for a in accepted]).drop(PROBLEM, SOURCE_FILE)
         try:
             expired = [p for p in self._expired(partitions) if p not in partitions]
@@ -547,8 +570,8 @@ def _per_object(accepted: list[_Accepted]) -> DataFrame:
     Nearly every key is distinct, so Spark's map-side partial aggregation would only build (and
     spill) a hash table as large as its input. The rows are shuffled by the hash first (which
     clusters the pair too), into tasks sized by the rows the reports' bytes allow
-    (lakeio.tasks.by_key): 10M rows in Spark's 4 map and 3 reduce tasks spilled 1.3 GB and took
-    40-45 s, 12-15 s in 135 tasks."""
+    (lakeio.tasks.by_key); in Spark's few tasks by bytes the aggregation spilled (benchmarks/RESULTS.md,
+    "Ingestion at 10M rows: the validation spilled")."""
     numbered = _union([a.rows.select(F.lit(i).alias("delivery"), F.xxhash64("key", "version_id").alias("object"),
                                      "length", PROBLEM) for i, a in enumerate(accepted)])
     report_bytes = sum(f.size for a in accepted for f in a.manifest.files)

@@ -28,7 +28,6 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, timedelta
-from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -50,7 +49,8 @@ from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patte
 from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError
-from lakeio.spark import check_workers, step_announcer
+from lakeio.spark import check_workers
+from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
@@ -144,6 +144,7 @@ class ChargebackResult:
     trend: list[TrendPoint] = field(default_factory=list)
     unreadable: dict[TableRoot, str] = field(default_factory=dict)  # why its log could not be read
     elapsed_seconds: float = 0.0
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time, in order
 
     @property
     def unpriced(self) -> list[str]:
@@ -200,6 +201,7 @@ class ChargebackResult:
             "cells": [asdict(c) for c in self.cells],
             "trend": [asdict(p) for p in self.trend],
             "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "step_seconds": self.step_seconds,
         }
 
     def write_json(self, path: str) -> None:
@@ -263,10 +265,35 @@ class ChargebackResult:
         return "\n".join(lines)
 
 
-def chargeback(spark: SparkSession, inventory_table: str, **settings: Any) -> ChargebackResult:
-    """Who stores what, where, at what cost: every object of one inventory date split by table,
-    category and storage class. ``settings`` are :class:`ChargebackOptions`' other fields."""
-    return Chargeback(spark, ChargebackOptions(inventory_table, **settings)).execute()
+def chargeback(
+    spark: SparkSession,
+    inventory_table: str,
+    *,
+    inventory_date: date | None = None,
+    prices: dict[str, float] | None = None,
+    trend_days: int = 90,
+    now_ms: int | None = None,
+) -> ChargebackResult:
+    """Who stores what, where, at what cost: every object of one inventory date in one (bucket,
+    table, category, storage class) cell.
+
+    Args:
+        spark: the session to run in.
+        inventory_table: the inventory Delta table (a URI or a catalog name).
+        inventory_date: the date to charge; default: the newest.
+        prices: USD per GB-month by storage class; default: the built-in list (``lake_reports.prices``).
+        trend_days: how far back the growth trend reaches from the inventory date.
+        now_ms: the clock that decides time travel against reclaimable, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`ChargebackResult`; ``balanced`` says the cells add up to the inventory's totals.
+
+    Raises:
+        ChargebackError: no inventory table there, or no such date.
+    """
+    options = ChargebackOptions(inventory_table, inventory_date, dict(DEFAULT_USD_PER_GB_MONTH) if prices is None
+                                else prices, trend_days, now_ms)
+    return Chargeback(spark, options).execute()
 
 
 class Chargeback:
@@ -275,11 +302,13 @@ class Chargeback:
     def __init__(self, spark: SparkSession, options: ChargebackOptions):
         self.spark = spark
         self.options = replace(options, inventory_table=catalog.resolve(spark, options.inventory_table))
-        self.progress = step_announcer(spark, log)
+        self.progress = Steps(spark, log)
         check_workers(spark)
 
     def execute(self) -> ChargebackResult:
         started = time.monotonic()
+        self.progress.restart()
+        self.progress.begin("the inventory", "reading the inventory and finding its Delta tables")
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         try:
             inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date)
@@ -296,7 +325,7 @@ class Chargeback:
         try:
             current = current_objects(rows)
             roots = delta_roots(current)
-            self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")
+            self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")  # found within the date's step
             replay = self._replay_logs(roots, result)
             policies = self._policies(replay, result, now_ms)
             result.cells = self._split(rows, roots, policies, replay, now_ms)
@@ -304,11 +333,11 @@ class Chargeback:
         finally:
             rows.unpersist()
         result.trend = self._trend(day, inventory.dates, roots)
-        result.elapsed_seconds = time.monotonic() - started
+        result.elapsed_seconds, result.step_seconds = time.monotonic() - started, self.progress.seconds()
         return result
 
     def _replay_logs(self, roots: list[TableRoot], result: ChargebackResult) -> Replay:
-        self.progress(f"replaying {len(roots)} log(s)")
+        self.progress.begin("reading the logs", f"replaying {len(roots)} log(s)")
         replay = read_unsure_too(self.spark, Storage(self.spark), roots)
         result.unreadable.update(replay.failures)
         return replay
@@ -332,7 +361,7 @@ class Chargeback:
 
     def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay,
                now_ms: int) -> list[Cell]:
-        self.progress("splitting every object by table, category and storage class")
+        self.progress.begin("splitting", "splitting every object by table, category and storage class")
         tables = policy_frame(self.spark, policies)
         files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
         owned = with_owner(rows, roots).join(F.broadcast(tables), "table_root", "left")
@@ -375,7 +404,7 @@ class Chargeback:
         """Bytes per table on every inventory date of the window, attributed to today's table roots."""
         since = day - timedelta(days=self.options.trend_days)
         window = sorted(d for d in dates if since <= d <= day)
-        self.progress(f"trend over {len(window)} inventory date(s) since {window[0]}")
+        self.progress.begin("trend", f"trend over {len(window)} inventory date(s) since {window[0]}")
         rows = read_inventory(self.spark, self.options.inventory_table, window).select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
         points = with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(

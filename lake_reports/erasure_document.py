@@ -142,11 +142,37 @@ class EvidenceDocument:
         return "erasure-" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.request_id)
 
 
-def erasure_request(spark: SparkSession, commit: CommitQuestion, request_id: str, audit_table: str,
-                    inventory_table: str, **settings) -> EvidenceDocument:
-    """The evidence document for one request: what ``commit`` deleted, and where its bytes are now.
-    ``settings`` are :class:`ErasureOptions`' other fields."""
-    return ErasureRequest(spark, ErasureOptions(audit_table, inventory_table, **settings)).document(commit, request_id)
+def erasure_request(
+    spark: SparkSession,
+    commit: CommitQuestion,
+    request_id: str,
+    audit_table: str,
+    inventory_table: str,
+    *,
+    deadline_days: float = 30.0,
+    tables: list[str] | None = None,
+    now_ms: int | None = None,
+) -> EvidenceDocument:
+    """The evidence document for one erasure request: what ``commit`` deleted, and where its bytes are now.
+
+    Args:
+        spark: the session to run in.
+        commit: the table and version of the commit that deleted the rows.
+        request_id: the request's own id, written into the document.
+        audit_table: the vacuum audit table (a URI or a catalog name).
+        inventory_table: the inventory Delta table (its dates since the commit are searched for copies).
+        deadline_days: the deadline, counted from the commit.
+        tables: the tables whose vacuums bound the copies; default: every table the newest inventory shows.
+        now_ms: the clock, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`EvidenceDocument`, with its verdict (``done``, ``on_track`` or ``at_risk``).
+
+    Raises:
+        ErasureError: the audit or inventory table cannot be read.
+    """
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
+    return ErasureRequest(spark, options).document(commit, request_id)
 
 
 class ErasureRequest:

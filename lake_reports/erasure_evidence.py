@@ -64,7 +64,8 @@ from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError
 from lakeio.shapes import local_frame, of_tables
-from lakeio.spark import check_workers, step_announcer
+from lakeio.spark import check_workers
+from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line, human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
@@ -163,6 +164,7 @@ class ErasureReport:
     tables: list[TableErasure] = field(default_factory=list)
     answers: list[FileAnswer] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # questions that could not be answered, and why
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time, in order
 
     @property
     def ok(self) -> bool:
@@ -378,12 +380,37 @@ class _Question:
     soft_deleted: bool = False  # the commit re-added it with a deletion vector
 
 
-def erasure(spark: SparkSession, audit_table: str, inventory_table: str, *, paths: Sequence[str] = (),
-            commits: Sequence[CommitQuestion] = (), **settings: Any) -> ErasureReport:
-    """When were files physically erased: per table the worst case from a delete to erasure,
-    per asked file (``paths``, or the files ``commits`` removed) its status.
-    ``settings`` are :class:`ErasureOptions`' other fields."""
-    options = ErasureOptions(audit_table, inventory_table, **settings)
+def erasure(
+    spark: SparkSession,
+    audit_table: str,
+    inventory_table: str,
+    *,
+    paths: Sequence[str] = (),
+    commits: Sequence[CommitQuestion] = (),
+    deadline_days: float = 30.0,
+    tables: list[str] | None = None,
+    now_ms: int | None = None,
+) -> ErasureReport:
+    """When were files physically erased: per table the worst case from a delete to erasure, per
+    asked file its status.
+
+    Args:
+        spark: the session to run in.
+        audit_table: the vacuum audit table (a URI or a catalog name).
+        inventory_table: the inventory Delta table; its newest date says what is still stored.
+        paths: files to answer for.
+        commits: commits whose removed files to answer for (a privacy delete's commit).
+        deadline_days: the erasure deadline a table's worst case is held to.
+        tables: the tables to bound; default: every table the newest inventory shows, and every audited one.
+        now_ms: the clock, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`ErasureReport`; ``ok`` is False where a table is over the deadline or a question went unanswered.
+
+    Raises:
+        ErasureError: the audit or inventory table cannot be read.
+    """
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
     return ErasureEvidence(spark, options).execute(paths, commits)
 
 
@@ -396,7 +423,7 @@ class ErasureEvidence:
                                inventory_table=catalog.resolve(spark, options.inventory_table),
                                tables=None if options.tables is None
                                else [catalog.resolve(spark, t) for t in options.tables])
-        self.progress = step_announcer(spark, log)
+        self.progress = Steps(spark, log)
         check_workers(spark)
         self.storage = Storage(spark)
 
@@ -406,6 +433,8 @@ class ErasureEvidence:
     def gather(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> Gathered:
         """The report, and what it was built from (for an erasure request's document)."""
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
+        self.progress.restart()
+        self.progress.begin("the audit and the inventory", "reading the audit and the newest inventory")
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         commits = [self.named(c) for c in commits]
         audit = self._read_audit()
@@ -421,6 +450,7 @@ class ErasureEvidence:
         tables = self._tables(roots, replay, audit, now_ms)
         report.tables = [tables[r] for r in scope]
         report.answers = self._answers(questions, tables, replay, audit, inventory, snapshot, now_ms)
+        report.step_seconds = self.progress.seconds()
         return Gathered(report, tables, audit, snapshot, replay, roots, now_ms)
 
     def named(self, commit: CommitQuestion) -> CommitQuestion:
@@ -462,7 +492,7 @@ class ErasureEvidence:
                 for path, at in sorted(record.removed.items())]
 
     def _replay_logs(self, roots: list[str]) -> Replay:
-        self.progress(f"replaying {len(roots)} log(s)")
+        self.progress.begin("reading the logs", f"replaying {len(roots)} log(s)")
         return read_unsure_too(self.spark, self.storage, roots)
 
     def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
@@ -545,7 +575,7 @@ class ErasureEvidence:
                  ) -> list[FileAnswer]:
         if not questions:
             return []
-        self.progress(f"answering for {len(questions)} file(s)")
+        self.progress.begin("answering", f"answering for {len(questions)} file(s)")
         asked = local_frame(self.spark, sorted({(q.path,) for q in questions}), "path string")
         trail: dict[str, list] = defaultdict(list)
         rows = audit.where(F.col("path").isNotNull()).select(

@@ -105,7 +105,7 @@ class RunTable:
     source_run_id: str | None = None  # the vacuum run a restore or purge acted on here (default: the append's)
 
     def __post_init__(self) -> None:
-        # A whole number of hours (``retain_hours=0``, ``retain_hours: 336`` in a tables file) goes into a
+        # A whole number of hours (``retention_hours=0``, ``retention_hours: 336`` in a tables file) goes into a
         # double column: Spark refuses a Python int there, after the deletes it would record.
         if self.retention_hours is not None:
             object.__setattr__(self, "retention_hours", float(self.retention_hours))

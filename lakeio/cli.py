@@ -110,7 +110,7 @@ def report_out(spark: SparkSession, report, path: str | None) -> int:
 
 
 def as_flag(exc: ValueError, prefix: str = "--") -> str:
-    """An options error ("retain_hours must be >= 0") in the words of the flag that set it."""
+    """An options error ("retention_hours must be >= 0") in the words of the flag that set it."""
     name, _, rest = str(exc).partition(" ")
     return f"{prefix}{name.replace('_', '-')} {rest}"
 

@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
@@ -32,12 +32,11 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 SESSION_SETTINGS = {"spark.sql.session.timeZone": "UTC"}
 # Set on our session unless the launch conf names them: with them the plans stay fast at a cluster's
 # 200 shuffle partitions. Without this one, adaptive execution leaves a cached frame at 200
-# partitions and every later job over it runs 200 tasks: the demo-sized benchmark planned in
-# 16.5 s with it off, 6.4 s with it on, 6.1 s at 4 partitions.
+# partitions and every later job over it runs 200 tasks (benchmarks/RESULTS.md, "Figures behind
+# the code's rules").
 SESSION_TUNING = {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}
 # Set the same way, to the session's default parallelism: past 32 files Spark lists the files a
-# read names in a job of one task per file (up to 10,000). Reading 500 tables' checkpoints took
-# 2.8 s of listing that way, 0.3 s with one task per core.
+# read names in a job of one task per file (up to 10,000), which costs more than the reading.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 # Filled in only where neither spark-submit nor the cluster's defaults say otherwise.
 DEFAULTS = {
@@ -261,16 +260,6 @@ def quiet_query_errors() -> Iterator[None]:
             logger.disabled = was
 
 
-def step_announcer(spark: SparkSession, logger: logging.Logger) -> Callable[[str], None]:
-    """Each step of a job: one log line, and the same words on the Spark UI's jobs that follow."""
-
-    def announce(message: str) -> None:
-        logger.info(message)
-        spark.sparkContext.setJobDescription(message)
-
-    return announce
-
-
 # Spark's error conditions for a file that is not there: at planning (a read naming it) and in a task.
 _MISSING_FILE_CONDITIONS = ("PATH_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST")
 _MISSING_FILE_CLASS = "java.io.FileNotFoundException"  # Spark 3.5 throws its own subclass of it
@@ -311,7 +300,7 @@ def check_workers(spark: SparkSession) -> None:
     workers, where a task would fail deep inside a job (``ModuleNotFoundError: inventory_etl``).
     Where only the project's own packages are missing they are shipped (as ``get_spark`` does on
     a cluster); anything else raises :class:`WorkerPythonError` saying what to set. Local workers
-    that run this very interpreter need no check (the job costs a cold process about 3 s)."""
+    that run this very interpreter need no check (the job costs a cold process seconds)."""
     context = spark.sparkContext
     if context.applicationId in _WORKERS_CHECKED:
         return

@@ -146,7 +146,7 @@ def test_a_vacuum_run_records_its_logs_hash_and_the_cli_names_the_edited_row(spa
     audit = str(tmp_path / "audit")
     tables = [lake.tables["orders"], lake.tables["events"]]
     for dry_run in (True, False):
-        vacuum(spark, inventory, tables, dry_run=dry_run, audit_table=audit, retain_hours=0.0, force_retention=True)
+        vacuum(spark, inventory, tables, dry_run=dry_run, audit_table=audit, retention_hours=0.0, enforce_retention_duration=False)
     table_rows = [r for r in read_audit(spark, audit).collect() if r["path"] is None]
     assert len(table_rows) == 4
     for row in table_rows:

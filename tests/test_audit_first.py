@@ -41,7 +41,7 @@ def _lake(spark, tmp_path: Path) -> tuple[Path, str, set[Path]]:
 
 
 def _vacuum(spark, inventory: str, table: Path, audit: Path, **options):
-    return vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True,
+    return vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
                   audit_table=str(audit), **options)
 
 

@@ -253,8 +253,8 @@ def refereed(spark, tmp_path_factory) -> Refereed:
     lake.referenced = {_canonical(f) for name in built for f in spark.read.format("delta").load(str(bucket / name)).inputFiles()}
     lake.inventory = inventory_of(spark, bucket, work)
     audit = work / "audit"
-    report = vacuum(spark, lake.inventory, [bucket / n for n in built + GOLDEN_TABLES], dry_run=True, retain_hours=0,
-                    force_retention=True, min_coverage=0.0, audit_table=str(audit), now_ms=now_ms() + 5000)
+    report = vacuum(spark, lake.inventory, [bucket / n for n in built + GOLDEN_TABLES], dry_run=True, retention_hours=0,
+                    enforce_retention_duration=False, min_coverage=0.0, audit_table=str(audit), now_ms=now_ms() + 5000)
     odd = {Path(t.table).name: (t.status.value, t.reason) for t in report.tables
            if t.status != "dry_run" and Path(t.table).name not in GOLDEN_TABLES}
     assert not odd, odd
@@ -331,8 +331,8 @@ def test_the_chargeback_reads_every_feature_table(spark, refereed):
 
 def test_a_real_vacuum_leaves_every_table_reading_as_before(spark, refereed, tmp_path):
     built = sorted(refereed.rows)
-    report = vacuum(spark, refereed.inventory, [refereed.bucket / n for n in built], dry_run=False, retain_hours=0,
-                    force_retention=True, min_coverage=0.0, audit_table=str(tmp_path / "audit"), now_ms=now_ms() + 5000)
+    report = vacuum(spark, refereed.inventory, [refereed.bucket / n for n in built], dry_run=False, retention_hours=0,
+                    enforce_retention_duration=False, min_coverage=0.0, audit_table=str(tmp_path / "audit"), now_ms=now_ms() + 5000)
     assert {t.status for t in report.tables} == {"vacuumed"}, [(t.table, t.reason) for t in report.tables]
     assert report.totals()["deleted_files"] >= len(built)
     for name in built:
@@ -375,6 +375,6 @@ def test_over_generated_histories_we_delete_nothing_delta_keeps(spark, tmp_path_
     assert [t.status for t in report.tables] == ["dry_run"], report.tables
     rows = DeltaTable(str(base / "audit")).to_pyarrow_table(columns=["path", "action"]).to_pylist()
     ours = {_canonical(r["path"]) for r in rows if r["action"] == "would_delete"}
-    listing = _delta_candidates(spark, h.root, retain_hours=168)
-    inventory = _delta_candidates(spark, h.root, lake.inventory, retain_hours=168)
+    listing = _delta_candidates(spark, h.root, retention_hours=168)
+    inventory = _delta_candidates(spark, h.root, lake.inventory, retention_hours=168)
     _assert_refereed(lake, "t", ours, listing, inventory)

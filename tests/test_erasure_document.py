@@ -99,8 +99,8 @@ def lake(spark, tmp_path_factory):
     inventory, audit = str(work / "inventory"), str(work / "audit")
     buckets = {"lake": bucket, "replica": replica}
     _ingest(spark, inventory, work, buckets, now - timedelta(days=1), noncurrent)
-    run = vacuum(spark, inventory, [orders, plain], dry_run=False, audit_table=audit, retain_hours=0.0,
-                 force_retention=True)
+    run = vacuum(spark, inventory, [orders, plain], dry_run=False, audit_table=audit, retention_hours=0.0,
+                 enforce_retention_duration=False)
     assert not b.exists() and a.exists(), run.summary()  # the shallow clone keeps A
     (bucket / "exports" / "old-copy.parquet").unlink()
     DeltaTable(str(plain)).delete("id = 8")  # version 2, after the vacuum

@@ -14,6 +14,7 @@ import lake_reports
 import lakeio
 import vacuum_jobs
 from lakeio.errors import HousekeepingError
+from vacuum_jobs.targets import TargetsError, from_file
 
 PACKAGES = (lakeio, inventory_etl, vacuum_jobs, lake_reports, infra)
 
@@ -37,3 +38,32 @@ def test_every_error_the_project_defines_has_one_root():
 @pytest.mark.parametrize("package", (inventory_etl, vacuum_jobs, lake_reports), ids=lambda p: p.__name__)
 def test_each_job_package_exports_the_root(package):
     assert package.HousekeepingError is HousekeepingError and "HousekeepingError" in package.__all__
+
+
+PUBLIC_FUNCTIONS = (inventory_etl.ingest, vacuum_jobs.vacuum, vacuum_jobs.restore, vacuum_jobs.purge,
+                    lake_reports.chargeback, lake_reports.erasure, lake_reports.erasure_request)
+
+
+@pytest.mark.parametrize("function", PUBLIC_FUNCTIONS, ids=lambda f: f.__name__)
+def test_every_option_is_a_named_documented_keyword(function):
+    """What ``help()`` and an editor show: no ``**settings``; every parameter typed and in Args."""
+    parameters = inspect.signature(function).parameters
+    assert not [p for p in parameters.values() if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    assert list(parameters)[0] == "spark"
+    assert all(p.annotation is not p.empty for p in parameters.values())
+    doc = inspect.getdoc(function) or ""
+    args = doc.split("Args:", 1)[-1].split("Returns:", 1)[0]
+    assert "Returns:" in doc and not [name for name in parameters if f"\n    {name}:" not in f"\n{args}"]
+
+
+def test_old_option_names_still_work_for_one_release_and_say_so():
+    with pytest.warns(DeprecationWarning, match=r"retain_hours=\.\.\.\) is deprecated .* use retention_hours="):
+        options = vacuum_jobs.VacuumOptions("s3://b/inventory", retain_hours=0, force_retention=True)
+    assert (options.retention_hours, options.enforce_retention_duration) == (0, False)
+    with pytest.raises(TypeError, match="retain_hours= and retention_hours="):
+        vacuum_jobs.VacuumOptions("s3://b/inventory", retain_hours=0, retention_hours=1)
+    assert "retain_hours" not in inspect.signature(vacuum_jobs.vacuum).parameters
+    spec = "- table: s3://b/t\n  retain_hours: 12\n"
+    assert [t.retention_hours for t in from_file("tables.yaml", spec)] == [12]
+    with pytest.raises(TargetsError, match="retention_hours and its old name retain_hours"):
+        from_file("tables.yaml", spec + "  retention_hours: 12\n")

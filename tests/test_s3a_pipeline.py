@@ -128,7 +128,7 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
 
     # Job 2: the plan from the inventory and the log read through s3a://, deletes with DeleteObjects.
     live = _live_keys(s3, lake)
-    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                  delete=settings, now_ms=now_ms() + 5000)
     assert [(t.status, t.reason) for t in run.tables] == [("vacuumed", None)]
     deleted = live - _live_keys(s3, lake)
@@ -140,7 +140,7 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     # Restore takes the run's delete markers away; a second vacuum deletes again; purge erases the versions.
     restored = restore(spark, audit, run.run_id, dry_run=False, delete=settings)
     assert restored.ok and _live_keys(s3, lake) == live
-    again = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+    again = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                    delete=settings, now_ms=now_ms() + 5000)
     assert again.totals()["deleted_files"] == len(deleted)
     # Past the table's own retention (7 days): inside it, purge keeps what the table's tombstones name.
@@ -198,7 +198,7 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     overwritten = [o for o in before if not o.is_latest]  # Delta's own writer replaces a few log files in place
     first = _deliver(s3, tmp_path / "d1", lake, housekeeping, before, now - timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([first]).refused
-    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True,
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
                  delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48)
     [report] = run.tables
     assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == len(overwritten)
@@ -208,7 +208,7 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     assert len(hidden) == report.counts.deleted_files + len(overwritten)  # one version behind each delete marker
     second = _deliver(s3, tmp_path / "d2", lake, housekeeping, listed, now)
     assert not IngestInventory(spark, inventory, {}).execute([second]).refused
-    again = vacuum(spark, inventory, [table], dry_run=True, retain_hours=0, force_retention=True)
+    again = vacuum(spark, inventory, [table], dry_run=True, retention_hours=0, enforce_retention_duration=False)
 
     [counts] = [t.counts for t in again.tables]
     assert (counts.candidate_files, counts.missing_files) == (0, 0), counts
@@ -251,7 +251,7 @@ def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_o
     now = datetime.now(timezone.utc)
     manifest = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
-    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                  delete=DeleteSettings(endpoint_url=s3_endpoint), now_ms=now_ms() + 5000, max_inventory_age_hours=48)
     assert run.ok, run.tables
     later = _deliver(s3, tmp_path / "d2", lake, housekeeping, _objects(s3, lake, aged_days=0), now)

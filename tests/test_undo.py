@@ -265,7 +265,7 @@ def test_a_purge_leaves_alone_what_a_table_needs_again_and_says_how_to_bring_it_
     write_deltalake(str(table), pa.table({"id": [1, 2]}))
     write_deltalake(str(table), pa.table({"id": [3]}), mode="overwrite")
     inventory, audit, trash = inventory_of(spark, tmp_path / "lake", tmp_path), str(tmp_path / "audit"), tmp_path / "trash"
-    run = vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=audit,
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                  delete=DeleteSettings(trash=str(trash)))
     [moved] = list(trash.rglob("*.parquet"))
     DeltaTable(str(table)).restore(0, ignore_missing_files=True)  # version 0's file is live again, and sits in the trash
@@ -295,8 +295,8 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
     orders, events = lake.tables["orders"], lake.tables["events"]
     before = {t: (_files(t), _every_version(t)) for t in (orders, events)}
     inventory, audit, trash = inventory_of(spark, lake.bucket_dir, tmp_path), str(tmp_path / "audit"), tmp_path / "trash"
-    settings = {"audit_table": audit, "delete": DeleteSettings(trash=str(trash)), "retain_hours": 0.0,
-                "force_retention": True}
+    settings = {"audit_table": audit, "delete": DeleteSettings(trash=str(trash)), "retention_hours": 0.0,
+                "enforce_retention_duration": False}
 
     run = vacuum(spark, inventory, [orders, events], dry_run=False, **settings)
     deleted = {r["path"]: r["trash_path"] for r in read_audit(spark, audit).where("action = 'deleted'").collect()}

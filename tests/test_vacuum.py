@@ -115,11 +115,11 @@ def test_retention_shorter_than_the_table_setting_is_refused_unless_forced(spark
     write_deltalake(str(table), pa.table({"id": [1]}), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
-    refused = vacuum(spark, inventory, [table], retain_hours=24, dry_run=True)
+    refused = vacuum(spark, inventory, [table], retention_hours=24, dry_run=True)
     assert refused.tables[0].status == "refused" and "--force-retention" in refused.tables[0].reason
     default = vacuum(spark, inventory, [table], dry_run=True)
     assert default.tables[0].retention_hours == 48.0
-    forced = vacuum(spark, inventory, [table], retain_hours=24, force_retention=True, dry_run=True)
+    forced = vacuum(spark, inventory, [table], retention_hours=24, enforce_retention_duration=False, dry_run=True)
     assert forced.tables[0].status == "dry_run" and forced.tables[0].retention_hours == 24
 
 
@@ -142,7 +142,7 @@ def test_an_audit_table_that_cannot_take_the_run_refuses_it_before_any_delete(sp
     other = tmp_path / "salaries"
     write_deltalake(str(other), pa.table({"name": ["a"], "salary": [1]}))
     with pytest.raises(RunRefused, match=r"partitioned by \[\]") as refused:
-        vacuum(spark, inventory, [table], dry_run=False, retain_hours=0, force_retention=True, audit_table=str(other))
+        vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=str(other))
     assert refused.value.report.tables[0].status == "refused" and sorted(table.rglob("*.parquet")) == files
     with pytest.raises(UndoError, match=r"partitioned by \[\]"):
         restore(spark, str(other), "any")
@@ -278,7 +278,7 @@ def test_every_golden_table_survives_a_zero_retention_vacuum(spark, tmp_path):
     inventory = inventory_of(spark, bucket, tmp_path)
     later = int((datetime.now(timezone.utc) + timedelta(seconds=5)).timestamp() * 1000)
 
-    report = by_table(vacuum(spark, inventory, tables, dry_run=False, retain_hours=0, force_retention=True,
+    report = by_table(vacuum(spark, inventory, tables, dry_run=False, retention_hours=0, enforce_retention_duration=False,
                              min_coverage=0.0, now_ms=later))
 
     assert report["deltalog-invalid-protocol-version"].status == "refused"
@@ -305,11 +305,11 @@ def test_tables_file_overrides_and_discovery(spark, tmp_path):
     inventory = inventory_of(spark, bucket, tmp_path)
     spec = tmp_path / "tables.yaml"
     spec.write_text(f"- table: {bucket / 'db' / 'a'}\n  enabled: false\n"
-                    f"- table: {bucket / 'db' / 'b'}\n  retain_hours: 200\n  dry_run: true\n"
+                    f"- table: {bucket / 'db' / 'b'}\n  retention_hours: 200\n  dry_run: true\n"
                     f"- {bucket / 'db' / 'c'}\n")
     targets = from_file(str(spec))
     assert targets[1] == TableTarget(f"file://{bucket / 'db' / 'b'}", 200, True, True)
-    # retain_hours: 200 is a YAML int; the audit's retention column is a double.
+    # retention_hours: 200 is a YAML int; the audit's retention column is a double.
     report = by_table(vacuum(spark, inventory, targets, dry_run=False, audit_table=str(tmp_path / "audit")))
     assert report["a"].status == "skipped"
     assert report["b"].status == "dry_run" and report["b"].retention_hours == 200

@@ -66,7 +66,7 @@ def _kill_then_rerun(spark, tmp_path: Path, pick) -> None:
     tables, rows = _lake(tmp_path)
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
     audit = tmp_path / "audit"
-    planned = vacuum(spark, inventory, tables, dry_run=True, retain_hours=0, force_retention=True,
+    planned = vacuum(spark, inventory, tables, dry_run=True, retention_hours=0, enforce_retention_duration=False,
                      audit_table=str(audit))  # the audit's version 0
     candidates = sorted(Path(p.removeprefix("file://")) for p in
                         {r["path"] for r in DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
@@ -79,7 +79,7 @@ def _kill_then_rerun(spark, tmp_path: Path, pick) -> None:
     assert killed.returncode != 0, killed.stderr[-2000:]
     gone_before_rerun = {c for c in candidates if not c.exists()}
     assert at not in candidates or at not in gone_before_rerun  # killed before that very file went
-    rerun = vacuum(spark, inventory, tables, dry_run=False, retain_hours=0, force_retention=True,
+    rerun = vacuum(spark, inventory, tables, dry_run=False, retention_hours=0, enforce_retention_duration=False,
                    audit_table=str(audit))
 
     assert rerun.ok, [(t.table, t.status, t.reason) for t in rerun.tables] + rerun.audit_problems

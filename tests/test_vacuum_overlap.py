@@ -4,7 +4,7 @@ the other, every file is ``deleted`` in the audit exactly once, and the audit ch
 reporting the fork where both appended after one head.
 
 Interleavings are forced: run A is held at a named point (its last step before deleting, through
-the run's own ``progress`` callback; its audit commit, through ``delta_write.BEFORE_COMMIT``) while
+the run's own step hook, ``on_step``; its audit commit, through ``delta_write.BEFORE_COMMIT``) while
 run B goes from start to end; then A goes on.
 """
 
@@ -22,11 +22,11 @@ from deltalake import DeltaTable, write_deltalake
 from lakeio import delta_write
 from lakeio.audit import read_audit, verify_chain
 from tests.lakes import inventory_of, now_ms, vacuum
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import STEP_DELETING, BatchVacuum, VacuumOptions
 
 pytestmark = pytest.mark.slow  # whole vacuum runs, two at once
 
-OPTIONS = {"retain_hours": 0, "force_retention": True, "min_coverage": 0.0}
+OPTIONS = {"retention_hours": 0, "enforce_retention_duration": False, "min_coverage": 0.0}
 
 
 def _lake(tmp_path: Path) -> tuple[list[Path], dict[Path, int]]:
@@ -45,16 +45,16 @@ def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Call
     away again). Returns (start, finish): start runs A until it reaches the pause, finish lets it go
     and returns its report."""
     release, reached, result = threading.Event(), threading.Event(), {}
-    run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False, audit_table=str(audit), now_ms=now_ms() + 5000,
-                                           **OPTIONS))
 
     def pause() -> None:
         if threading.current_thread().name == "A" and not release.is_set():
             reached.set()
             assert release.wait(timeout=300), "run A was never let go"
 
+    hooks, undo = hold(pause)
+    run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False, audit_table=str(audit), now_ms=now_ms() + 5000,
+                                           **OPTIONS), **hooks)
     thread = threading.Thread(name="A", target=lambda: result.update(report=run.execute([str(t) for t in tables])))
-    undo = hold(run, pause)
 
     def start() -> None:
         thread.start()
@@ -70,22 +70,15 @@ def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Call
     return start, finish
 
 
-def _at_the_deletes(run: BatchVacuum, pause) -> Callable[[], None]:
-    announce = run.progress
-
-    def progress(message: str) -> None:
-        announce(message)
-        if message.startswith("deleting in"):  # planned and checked again: the next step deletes
-            pause()
-
-    run.progress = progress
-    return lambda: None
+def _at_the_deletes(pause) -> tuple[dict, Callable[[], None]]:
+    """Run A's own step hook: planned and checked again, its next step deletes."""
+    return {"on_step": lambda step: pause() if step == STEP_DELETING else None}, lambda: None
 
 
-def _at_the_audit_commit(_run: BatchVacuum, pause) -> Callable[[], None]:
+def _at_the_audit_commit(pause) -> tuple[dict, Callable[[], None]]:
     hook = lambda _table: pause()  # noqa: E731 - the commit that records run A's deletes
     delta_write.BEFORE_COMMIT.append(hook)
-    return lambda: delta_write.BEFORE_COMMIT.remove(hook)
+    return {}, lambda: delta_write.BEFORE_COMMIT.remove(hook)
 
 
 @pytest.mark.parametrize("hold", [_at_the_deletes, _at_the_audit_commit], ids=["A held before deleting",

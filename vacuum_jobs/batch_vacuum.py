@@ -12,10 +12,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
@@ -31,9 +30,11 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, TableState, read_logs
+from lakeio.deprecation import not_, renamed_keywords
 from lakeio.errors import HousekeepingError
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
-from lakeio.spark import check_workers, is_missing_file, step_announcer
+from lakeio.spark import check_workers, is_missing_file
+from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
@@ -48,6 +49,14 @@ from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, a
 log = logging.getLogger(__name__)
 
 ERROR_SAMPLE = 20
+# The run's steps, as its report's step_seconds names them.
+STEP_INVENTORY = "the inventory's date"
+STEP_FINDING = "finding the Delta tables"
+STEP_LOGS = "reading the logs"
+STEP_PLANNING = "planning"
+STEP_RECHECK = "checking the logs again"
+STEP_DELETING = "deleting"  # or, in a dry run, listing the candidates
+STEP_RECORDING = "recording the audit"
 
 
 @dataclass
@@ -57,8 +66,8 @@ class VacuumOptions:
     inventory_table: str
     inventory_date: date | None = None  # default: the newest the table holds
     max_inventory_age_hours: float = 72.0
-    retain_hours: float | None = None  # default: each table's delta.deletedFileRetentionDuration
-    force_retention: bool = False
+    retention_hours: float | None = None  # default: each table's delta.deletedFileRetentionDuration
+    enforce_retention_duration: bool = True  # False: a retention shorter than a table's own is allowed
     dry_run: bool = True  # deleting is said out loud: dry_run=False
     audit_table: str | None = None
     min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
@@ -68,8 +77,8 @@ class VacuumOptions:
     def __post_init__(self) -> None:
         if not self.max_inventory_age_hours > 0:
             raise ValueError("max_inventory_age_hours must be > 0")
-        if self.retain_hours is not None and self.retain_hours < 0:
-            raise ValueError("retain_hours must be >= 0")
+        if self.retention_hours is not None and self.retention_hours < 0:
+            raise ValueError("retention_hours must be >= 0")
         if not 0 <= self.min_coverage <= 1:
             raise ValueError("min_coverage must be between 0 and 1")
         if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":
@@ -77,27 +86,68 @@ class VacuumOptions:
                              "(deletes then add delete markers, which restore removes)")
 
 
+VacuumOptions.__init__ = renamed_keywords(  # type: ignore[method-assign]
+    retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))(VacuumOptions.__init__)
 Tables = Sequence[str | os.PathLike | TableTarget] | Database | Discover
 
 
-def vacuum(spark: SparkSession, inventory_table: str, tables: Tables, *, dry_run: bool = True,
-           **settings: Any) -> RunReport:
-    """Vacuum ``tables`` (URIs or catalog names, :class:`TableTarget` values, ``Database(name)`` or
-    ``Discover(include=...)``) by diffing ``inventory_table`` (a URI or a catalog name) against
-    their logs; only ``dry_run=False`` deletes.
+@renamed_keywords(retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))
+def vacuum(
+    spark: SparkSession,
+    inventory_table: str,
+    tables: Tables,
+    *,
+    dry_run: bool = True,
+    retention_hours: float | None = None,
+    enforce_retention_duration: bool = True,
+    audit_table: str | None = None,
+    inventory_date: date | None = None,
+    max_inventory_age_hours: float = 72.0,
+    min_coverage: float = 0.5,
+    delete: DeleteSettings | None = None,
+    now_ms: int | None = None,
+) -> RunReport:
+    """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
-    ``settings`` are the other :class:`VacuumOptions` fields (``retain_hours``,
-    ``audit_table``, ``delete=DeleteSettings(...)``, ...). Raises :class:`RunRefused` when
-    the inventory cannot be used; a table's own problem is in its report, never raised.
+    Args:
+        spark: the session to run in (its conf reaches the stores).
+        inventory_table: the inventory Delta table (job 1), a URI or a catalog name.
+        tables: table URIs or catalog names, :class:`TableTarget` values (a retention per
+            table), ``Database(name)``, or ``Discover(include=..., exclude=...)`` over the inventory.
+        dry_run: plan and report only; ``False`` deletes.
+        retention_hours: keep what the logs removed less than this long ago; default: each
+            table's ``delta.deletedFileRetentionDuration``.
+        enforce_retention_duration: refuse a table whose own retention is longer than
+            ``retention_hours`` (as Delta's retention check does); ``False`` allows it.
+        audit_table: the Delta table every run appends to, planned and deleted files alike.
+        inventory_date: the inventory date to use; default: the newest.
+        max_inventory_age_hours: refuse the run when the inventory is older than this.
+        min_coverage: below this share of a table's old live files listed, the inventory does
+            not cover the table, which is refused.
+        delete: how files are deleted (batch size, pace, trash, versions); default: :class:`DeleteSettings`.
+        now_ms: the run's clock, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
+
+    Raises:
+        RunRefused: the inventory cannot be used; a table's own problem is in its report, never raised.
     """
-    return BatchVacuum(spark, VacuumOptions(inventory_table, dry_run=dry_run, **settings)).execute(tables)
+    options = VacuumOptions(inventory_table, inventory_date=inventory_date, max_inventory_age_hours=max_inventory_age_hours,
+                            retention_hours=retention_hours, enforce_retention_duration=enforce_retention_duration,
+                            dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
+                            delete=delete or DeleteSettings(), now_ms=now_ms)
+    return BatchVacuum(spark, options).execute(tables)
 
 
 class BatchVacuum:
-    def __init__(self, spark: SparkSession, options: VacuumOptions):
+    """One run over many tables: each step a method, the steps timed into the report."""
+
+    def __init__(self, spark: SparkSession, options: VacuumOptions, *, on_step: Callable[[str], None] | None = None):
+        """``on_step`` is told each step's name as it begins (tests hold a run there)."""
         self.spark = spark
         self.options = options
-        self.progress = step_announcer(spark, log)
+        self.progress = Steps(spark, log, on_step=on_step)
         check_workers(spark)
         self.storage = Storage(spark)
         self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
@@ -106,6 +156,8 @@ class BatchVacuum:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
         Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
         started = time.monotonic()
+        self.progress.restart()
+        self.progress.begin(STEP_INVENTORY, "reading the inventory")
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
@@ -126,7 +178,7 @@ class BatchVacuum:
             if explicit is not None:
                 explicit, unnamed, passed_by = resolve_names(self.spark, explicit)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
-            run.elapsed_seconds = time.monotonic() - started
+            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
             raise RunRefused(str(refusal), run) from None
         names_not_run = ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
                          + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
@@ -137,14 +189,14 @@ class BatchVacuum:
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
             run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal), name=t.name)
                           for t in explicit or []] + names_not_run
-            run.elapsed_seconds = time.monotonic() - started
+            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
             raise RunRefused(str(refusal), run) from None
         run.inventory_date = inventory.day.isoformat()
         all_roots = delta_roots(current_objects(inventory.rows))
         targets = discover.targets(all_roots) if discover else explicit or []
         if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
             run.tables = names_not_run
-            run.elapsed_seconds = time.monotonic() - started
+            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
             raise RunRefused(_nothing_to_vacuum(discover, all_roots, tables), run)
         reports = {t.root: TableReport(t.uri, name=t.name) for t in targets}
         run.tables = list(reports.values()) + names_not_run
@@ -155,7 +207,7 @@ class BatchVacuum:
                 self._check_plan(plan, reports)
                 run.outcomes = self._delete(plan, reports, inventory, run.run_id)
             if self.options.audit_table:
-                self.progress(f"recording {self.options.audit_table}")
+                self.progress.begin(STEP_RECORDING, f"recording {self.options.audit_table}")
                 try:
                     write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
                     forget_intent(self.spark, self.options.audit_table, run.run_id)
@@ -169,7 +221,7 @@ class BatchVacuum:
             if plan is not None:
                 plan.release()
             replay.release()
-        run.elapsed_seconds = time.monotonic() - started
+        run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
         return run
 
     def _ready_audit(self, run: RunReport) -> None:
@@ -194,7 +246,7 @@ class BatchVacuum:
         Every row of the date: the plan picks one row per object itself, in its own pass."""
         inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date,
                                        self.options.max_inventory_age_hours, now_ms)
-        self.progress(f"inventory {inventory.table} as of {inventory.day}")
+        self.progress.begin(STEP_FINDING, f"inventory {inventory.table} as of {inventory.day}")
         return inventory
 
     def _runnable(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> list[TableTarget]:
@@ -213,7 +265,7 @@ class BatchVacuum:
 
     def _read_logs(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> Replay:
         """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once."""
-        self.progress(f"reading the logs of {len(targets)} table(s)")
+        self.progress.begin(STEP_LOGS, f"reading the logs of {len(targets)} table(s)")
         replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
                            check_paths=False,  # the plan checks them in its pass
                            keep_commits=True)  # the plan reads the actions from the commits the summary parsed
@@ -258,8 +310,8 @@ class BatchVacuum:
         except ValueError as exc:
             _set(reports, root, TableStatus.REFUSED, f"delta.deletedFileRetentionDuration: {exc}")
             return None
-        hours = next(h for h in (target.retain_hours, self.options.retain_hours, table_hours) if h is not None)
-        if hours < table_hours and not self.options.force_retention:
+        hours = next(h for h in (target.retention_hours, self.options.retention_hours, table_hours) if h is not None)
+        if hours < table_hours and self.options.enforce_retention_duration:
             _set(reports, root, TableStatus.REFUSED,
                  f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
                  f"({table_hours:g} h); pass --force-retention to allow it")
@@ -333,7 +385,7 @@ class BatchVacuum:
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
               reports: dict[TableRoot, TableReport], lake: list[TableRoot], references: References) -> Plan:
-        self.progress(f"planning {len(policies)} table(s) against the inventory")
+        self.progress.begin(STEP_PLANNING, f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not reports[p.table_root].dry_run for p in policies)
         # Cached where anything reads the plan again (the deletes, the audit), so that no log file
         # is needed from storage after this.
@@ -372,7 +424,7 @@ class BatchVacuum:
         planning is kept (see recheck), a table whose change we cannot follow deletes nothing."""
         if not deleting:
             return Recheck()
-        self.progress(f"checking {len(deleting)} log(s) again before deleting")
+        self.progress.begin(STEP_RECHECK, f"checking {len(deleting)} log(s) again before deleting")
         planned: dict[str, int] = {}
         for root in deleting:
             version = reports[root].version
@@ -399,7 +451,7 @@ class BatchVacuum:
         candidates = recheck.without_referenced(of_tables(plan.candidates, planned))
         if any(uris.scheme_of(root) == "s3" for root in deleting):
             candidates = _with_versions(candidates, inventory.rows, self.options.delete.purge_versions)
-        self.progress(f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
+        self.progress.begin(STEP_DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
         outcomes = OUTCOMES.check(of_tables(candidates, dry).select(
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(epoch_ms()).alias("at_ms"),

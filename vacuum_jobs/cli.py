@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--database", metavar="NAME",
                        help="every Delta table of this catalog database (its views and other tables are skipped, by name)")
     which.add_argument("--tables-file", metavar="FILE",
-                       help="YAML or JSON list of tables with optional retain_hours, enabled, dry_run per table "
+                       help="YAML or JSON list of tables with optional retention_hours, enabled, dry_run per table "
                             "(a local path or a URI)")
     which.add_argument("--discover", action="store_true",
                        help="every Delta table root found in the inventory (keys with a _delta_log/ segment)")
@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="inventory date to use (default: the newest)")
     parser.add_argument("--max-inventory-age-hours", type=float, default=VacuumOptions.max_inventory_age_hours,
                         metavar="H", help="refuse an inventory older than this (default: %(default)g)")
-    parser.add_argument("--retain-hours", type=float, metavar="H",
-                        help="retention (default: each table's delta.deletedFileRetentionDuration, 7 days if unset)")
+    parser.add_argument("--retention-hours", "--retain-hours", type=float, metavar="H",
+                        help="retention (default: each table's delta.deletedFileRetentionDuration, 7 days if unset); "
+                             "--retain-hours is its old name, kept for one release")
     parser.add_argument("--force-retention", action="store_true",
                         help="allow a retention shorter than the table's own setting")
     parser.add_argument("--dry-run", action="store_true",
@@ -190,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             inventory_table=args.inventory_table,
             inventory_date=args.inventory_date,
             max_inventory_age_hours=args.max_inventory_age_hours,
-            retain_hours=args.retain_hours,
-            force_retention=args.force_retention,
+            retention_hours=args.retention_hours,
+            enforce_retention_duration=not args.force_retention,
             dry_run=args.dry_run,
             audit_table=args.audit_table,
             min_coverage=args.min_coverage,

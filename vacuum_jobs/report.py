@@ -86,6 +86,7 @@ class RunReport:
     # rows are kept (lakeio.audit_journal). Makes the run exit 1.
     audit_problems: list[str] = field(default_factory=list)
     elapsed_seconds: float = 0.0
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (batch_vacuum.STEP_*), in order
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
     # it again never deletes. None when nothing was planned.
     outcomes: DataFrame | None = field(default=None, repr=False, compare=False)

@@ -7,7 +7,7 @@ names (``bronze.events``) are resolved to locations at the start of the run
 (:mod:`lakeio.catalog`). A tables file is a list of URIs or names, or of objects::
 
     - table: s3://lake/sales/orders
-      retain_hours: 336        # optional, default: the table's own setting
+      retention_hours: 336     # optional, default: the table's own setting (retain_hours: the old name)
       enabled: false           # optional: reported as skipped
       dry_run: true            # optional: plan only, even in a real run
 """
@@ -36,7 +36,7 @@ class TableTarget:
     listed there), ``root`` the canonical key every step of the run uses."""
 
     uri: str
-    retain_hours: float | None = None
+    retention_hours: float | None = None
     enabled: bool = True
     dry_run: bool | None = None
     name: str | None = None  # the catalog name ``uri`` was resolved from
@@ -123,12 +123,14 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
             entry = {"table": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("table"), str):
             raise TargetsError(f"{path}: entry {i} needs a 'table' URI or name")
-        unknown = set(entry) - {"table", "retain_hours", "enabled", "dry_run"}
+        unknown = set(entry) - {"table", "retention_hours", "retain_hours", "enabled", "dry_run"}
         if unknown:
             raise TargetsError(f"{path}: entry {i} has unknown key(s) {sorted(unknown)}")
-        retain = entry.get("retain_hours")
+        if {"retention_hours", "retain_hours"} <= set(entry):
+            raise TargetsError(f"{path}: entry {i} has retention_hours and its old name retain_hours: keep one")
+        retain = entry.get("retention_hours", entry.get("retain_hours"))  # retain_hours: deprecated, one release
         if retain is not None and (not isinstance(retain, (int, float)) or isinstance(retain, bool) or retain < 0):
-            raise TargetsError(f"{path}: entry {i}: retain_hours must be a number >= 0")
+            raise TargetsError(f"{path}: entry {i}: retention_hours must be a number >= 0")
         for flag in ("enabled", "dry_run"):
             if flag in entry and not isinstance(entry[flag], bool):
                 raise TargetsError(f"{path}: entry {i}: {flag} must be true or false")

@@ -52,7 +52,8 @@ from lakeio.deltalog.references import retention_cutoffs
 from lakeio.deltalog.replay import read_logs
 from lakeio.errors import HousekeepingError
 from lakeio.shapes import OUTCOMES, local_frame
-from lakeio.spark import check_workers, step_announcer
+from lakeio.spark import check_workers
+from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
@@ -104,6 +105,7 @@ class UndoReport:
     problems: list[str] = field(default_factory=list)  # sample of keys left alone or failed: "path: why"
     warnings: list[str] = field(default_factory=list)  # lifecycle rules that expire versions first
     audit_problems: list[str] = field(default_factory=list)  # what the audit table did not take, and where it is kept
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time, in order
 
     @property
     def ok(self) -> bool:
@@ -130,17 +132,72 @@ class UndoReport:
 _LEFT_ALONE = (AuditAction.NOT_RESTORED, AuditAction.NOT_PURGED, AuditAction.FAILED)
 
 
-def restore(spark: SparkSession, audit_table: str, run_id: str, **settings: Any) -> UndoReport:
-    """Bring back every file vacuum run ``run_id`` deleted, by removing the delete markers it added
-    (versioned S3 buckets) or moving files back from its trash; only ``dry_run=False`` acts.
-    ``settings``: :class:`UndoOptions`."""
-    return Undo(spark, UndoOptions(audit_table, **settings)).restore(run_id)
+def restore(
+    spark: SparkSession,
+    audit_table: str,
+    run_id: str,
+    *,
+    dry_run: bool = True,
+    tables: Sequence[str] | None = None,
+    delete: DeleteSettings | None = None,
+    now_ms: int | None = None,
+) -> UndoReport:
+    """Bring back every file one vacuum run deleted: remove the delete markers it added (versioned
+    S3 buckets), or move the files back from its trash.
+
+    Args:
+        spark: the session to run in.
+        audit_table: the vacuum audit table the run recorded its deletes in (a URI or a catalog name).
+        run_id: the vacuum run whose deletes to undo.
+        dry_run: check and report only; ``False`` restores.
+        tables: only these tables' files; default: every table of the run.
+        delete: the S3 client's endpoint, pace and retries; default: :class:`DeleteSettings`.
+        now_ms: the run's clock, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`UndoReport`: per table, files per outcome, and what was left alone and why.
+
+    Raises:
+        UndoError: no audit table, or no such run in it.
+    """
+    options = UndoOptions(audit_table, tables=tables, dry_run=dry_run, delete=delete or DeleteSettings(), now_ms=now_ms)
+    return Undo(spark, options).restore(run_id)
 
 
-def purge(spark: SparkSession, audit_table: str, older_than_days: float, **settings: Any) -> UndoReport:
-    """Erase for good the versions (or trash copies) vacuum runs kept more than ``older_than_days``
-    ago that nothing restored; only ``dry_run=False`` acts. ``settings``: :class:`UndoOptions`."""
-    return Undo(spark, UndoOptions(audit_table, **settings)).purge(older_than_days)
+def purge(
+    spark: SparkSession,
+    audit_table: str,
+    older_than_days: float,
+    *,
+    dry_run: bool = True,
+    tables: Sequence[str] | None = None,
+    inventory_table: str | None = None,
+    delete: DeleteSettings | None = None,
+    now_ms: int | None = None,
+) -> UndoReport:
+    """Erase for good what vacuum runs kept of their deletes (the hidden versions, the trash copies)
+    more than ``older_than_days`` ago, where nothing restored them since.
+
+    Args:
+        spark: the session to run in.
+        audit_table: the vacuum audit table (a URI or a catalog name).
+        older_than_days: the undo window: deletes younger than this stay restorable.
+        dry_run: check and report only; ``False`` erases.
+        tables: only these tables' files; default: every table of the audit.
+        inventory_table: also re-check every Delta table this inventory shows (a file one of them
+            needs again is left alone); default: the audited tables only.
+        delete: the S3 client's endpoint, pace and retries; default: :class:`DeleteSettings`.
+        now_ms: the run's clock, epoch milliseconds (tests); default: now.
+
+    Returns:
+        The :class:`UndoReport`: per table, files per outcome, and what was left alone and why.
+
+    Raises:
+        UndoError: no audit table.
+    """
+    options = UndoOptions(audit_table, tables=tables, dry_run=dry_run, delete=delete or DeleteSettings(),
+                          inventory_table=inventory_table, now_ms=now_ms)
+    return Undo(spark, options).purge(older_than_days)
 
 
 class Undo:
@@ -151,7 +208,7 @@ class Undo:
         self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False),
                                tables=None if options.tables is None
                                else [catalog.resolve(spark, t) for t in options.tables])
-        self.progress = step_announcer(spark, log)
+        self.progress = Steps(spark, log)
         self.audit_problems: list[str] = []
         check_workers(spark)
 
@@ -207,7 +264,7 @@ class Undo:
             roots.update(delta_roots(current_objects(snapshot.rows)))
         if not roots:
             return self.spark.createDataFrame([], "path string, needed_by string, live boolean")
-        self.progress(f"reading the logs of {len(roots)} table(s) for the files they need again")
+        self.progress.begin("reading the logs", f"reading the logs of {len(roots)} table(s) for the files they need again")
         replay = read_logs(self.spark, Storage(self.spark), sorted(roots), check_paths=False)
         limits = local_frame(self.spark, sorted(retention_cutoffs(replay.states.values(), now_ms).items()),
                              "table_root string, cutoff_ms long")
@@ -225,6 +282,8 @@ class Undo:
 
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
+        self.progress.restart()
+        self.progress.begin("selecting", "selecting the deletes from the audit")
         audit = self.options.audit_table
         try:
             check_audit_table(self.spark, audit)
@@ -259,7 +318,7 @@ class Undo:
         """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``)."""
         rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
                                "trash_path", "source_run_id")
-        self.progress(f"checking the files to {report.command}")
+        self.progress.begin("checking and acting", f"checking the files to {report.command}")
         settings = replace(self.options.delete, purge_versions=True)
         dry_run, spark = self.options.dry_run, self.spark
         outcomes = where_reachable(
@@ -277,11 +336,12 @@ class Undo:
             report.problems.append(f"{row['path']}: {row['error']}")
         report.warnings = _lifecycle_warnings(settings, report.tables, undo_window_days)
         if not self.options.dry_run and report.tables:
-            self.progress(f"recording {self.options.audit_table}")
+            self.progress.begin("recording the audit", f"recording {self.options.audit_table}")
             try:
                 self._record(report, outcomes, done, now_ms, undo_window_days)
             except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
                 report.audit_problems.append(str(unrecorded))
+        report.step_seconds = self.progress.seconds()
         return report
 
     def _record(self, report: UndoReport, outcomes: DataFrame, done: AuditAction, now_ms: int,

@@ -1,0 +1,44 @@
+"""Old spellings of options, accepted for one release with a DeprecationWarning naming the new one.
+
+Renamed keywords are taken by a decorator, so a function's signature (what ``help()`` and an
+editor show) holds the new names only.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+Renamed = str | tuple[str, Callable[[Any], Any]]  # the new keyword, or it and how an old value converts
+
+
+def not_(value: Any) -> Any:
+    """An old flag whose new spelling says the opposite (``force_retention`` is ``not enforce_...``)."""
+    return None if value is None else not value
+
+
+def renamed_keywords(**old_to_new: Renamed) -> Callable[[F], F]:
+    """Accept each old keyword as its new one (converted where a tuple says how), with a warning."""
+
+    def wrap(func: F) -> F:
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            called = func.__qualname__.removesuffix(".__init__")
+            for old, new in old_to_new.items():
+                if old not in kwargs:
+                    continue
+                name, convert = (new, None) if isinstance(new, str) else new
+                if name in kwargs:
+                    raise TypeError(f"{called}() got {old}= and {name}=: {old} is the old name of {name}")
+                warnings.warn(f"{called}({old}=...) is deprecated and goes in the next release: use {name}=",
+                              DeprecationWarning, stacklevel=2)
+                value = kwargs.pop(old)
+                kwargs[name] = convert(value) if convert else value
+            return func(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap

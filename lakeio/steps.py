@@ -1,0 +1,57 @@
+"""A job's steps, said and timed: each step begins with one log line, and the same words label the
+Spark UI's jobs that follow; it lasts until the next begins. The durations go into the job's
+result (``step_seconds``), as Delta's VACUUM keeps its phases' times in its stats, so figures are
+read from the result, never parsed from log lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from pyspark.sql import SparkSession
+
+
+class Steps:
+    """The steps of one run of a job. ``on_step`` is told each step's name as it begins (a test holds
+    a run there); ``clock`` stands in for ``time.monotonic``."""
+
+    def __init__(self, spark: SparkSession, logger: logging.Logger, *, on_step: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self._spark = spark
+        self._log = logger
+        self._on_step = on_step
+        self._clock = clock
+        self._seconds: dict[str, float] = {}
+        self._current: str | None = None
+        self._since = clock()
+
+    def restart(self) -> None:
+        """Another run of the same job: its steps are timed afresh."""
+        self._seconds, self._current, self._since = {}, None, self._clock()
+
+    def begin(self, step: str, message: str | None = None) -> None:
+        """Step ``step`` begins and the one before ends; ``message`` (default: the step's name) is said.
+        A step begun again adds to its time."""
+        self._close()
+        self._current = step
+        self(message or step)
+        if self._on_step is not None:
+            self._on_step(step)
+
+    def __call__(self, message: str) -> None:
+        """Say ``message`` within the current step (a note: no step begins)."""
+        self._log.info(message)
+        self._spark.sparkContext.setJobDescription(message)
+
+    def seconds(self) -> dict[str, float]:
+        """Each step's seconds so far, in the order they first began; the current one up to now."""
+        self._close()
+        return {step: round(seconds, 3) for step, seconds in self._seconds.items()}
+
+    def _close(self) -> None:
+        now = self._clock()
+        if self._current is not None:
+            self._seconds[self._current] = self._seconds.get(self._current, 0.0) + now - self._since
+        self._since = now
