@@ -271,7 +271,7 @@ def chargeback(
     *,
     inventory_date: date | None = None,
     prices: dict[str, float] | None = None,
-    trend_days: int = 90,
+    trend_days: int = ChargebackOptions.trend_days,
     now_ms: int | None = None,
 ) -> ChargebackResult:
     """Who stores what, where, at what cost: every object of one inventory date in one (bucket,

@@ -149,7 +149,7 @@ def erasure_request(
     audit_table: str,
     inventory_table: str,
     *,
-    deadline_days: float = 30.0,
+    deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
     now_ms: int | None = None,
 ) -> EvidenceDocument:

@@ -387,7 +387,7 @@ def erasure(
     *,
     paths: Sequence[str] = (),
     commits: Sequence[CommitQuestion] = (),
-    deadline_days: float = 30.0,
+    deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
     now_ms: int | None = None,
 ) -> ErasureReport:

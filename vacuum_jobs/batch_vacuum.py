@@ -102,8 +102,8 @@ def vacuum(
     enforce_retention_duration: bool = True,
     audit_table: str | None = None,
     inventory_date: date | None = None,
-    max_inventory_age_hours: float = 72.0,
-    min_coverage: float = 0.5,
+    max_inventory_age_hours: float = VacuumOptions.max_inventory_age_hours,
+    min_coverage: float = VacuumOptions.min_coverage,
     delete: DeleteSettings | None = None,
     now_ms: int | None = None,
 ) -> RunReport:
