@@ -21,8 +21,9 @@ from infra import daily, s3_inventory
 from infra.package import JOBS, build, entry_script
 from inventory_etl.cli import build_parser as inventory_parser
 from lake_reports.cli import build_parser as reports_parser
-from vacuum_jobs.cli import UNDO_COMMANDS, build_undo_parser
 from vacuum_jobs.cli import build_parser as vacuum_parser
+from vacuum_jobs.cli import build_undo_parser
+from vacuum_jobs.undo import UndoCommand
 
 INFRA = Path(__file__).resolve().parents[1] / "infra"
 ACCOUNT = "123456789012"  # moto's account
@@ -191,7 +192,7 @@ def test_daily_steps_run_real_commands_in_a_safe_order():
                                               "2026-11-22")] == ["ingest_inventory", "vacuum_dry_run", "vacuum"]
     for step in enabled:
         job, args = _job_and_args(step.argv)
-        undo = job == "vacuum_jobs" and args[0] in UNDO_COMMANDS
+        undo = job == "vacuum_jobs" and args[0] in tuple(UndoCommand)
         parsed = (build_undo_parser(args[0]) if undo else PARSERS[job]()).parse_args(args[undo:])  # flags parse
         assert step.argv[step.argv.index("--py-files") + 1] == f"{settings.artifacts}/{settings.archive}"
         if undo:
@@ -274,7 +275,7 @@ def test_airflow_dag_chains_the_daily_steps(tmp_path, monkeypatch):
         assert subprocess.run(["bash", "-n", "-c", rendered]).returncode == 0
         command = shlex.split(rendered.split(" || ")[0])
         job, args = _job_and_args(tuple(command))
-        undo = job == "vacuum_jobs" and args[0] in UNDO_COMMANDS
+        undo = job == "vacuum_jobs" and args[0] in tuple(UndoCommand)
         (build_undo_parser(args[0]) if undo else PARSERS[job]()).parse_args(args[undo:])
         assert ("|| [ $? -eq 1 ]" in task.bash_command) == (task.task_id != "ingest_inventory")
         assert "/2026-11-22/" in rendered  # reports are kept per day

@@ -121,12 +121,13 @@ def readme_commands(module: str) -> list[list[str]]:
 
 def test_every_readme_vacuum_command_parses():
     """The flags README shows for job 2, restore and purge are the ones the parsers take."""
-    from vacuum_jobs.cli import UNDO_COMMANDS, build_parser, build_undo_parser
+    from vacuum_jobs.cli import build_parser, build_undo_parser
+    from vacuum_jobs.undo import UndoCommand
 
     commands = readme_commands("vacuum_jobs")
-    assert {c[0] for c in commands if c and c[0] in UNDO_COMMANDS} == set(UNDO_COMMANDS)
+    assert {c[0] for c in commands if c and c[0] in tuple(UndoCommand)} == set(UndoCommand)
     for argv in commands:
-        if argv and argv[0] in UNDO_COMMANDS:
+        if argv and argv[0] in tuple(UndoCommand):
             build_undo_parser(argv[0]).parse_args(argv[1:])
         else:
             build_parser().parse_args(argv)
