@@ -57,7 +57,8 @@ def test_every_option_is_a_named_documented_keyword(function):
 
 
 def test_old_option_names_still_work_for_one_release_and_say_so():
-    with pytest.warns(DeprecationWarning, match=r"retain_hours=\.\.\.\) is deprecated .* use retention_hours="):
+    with pytest.warns(DeprecationWarning, match=r"force_retention=\.\.\.\) is deprecated .* use enforce_retention_duration="), \
+            pytest.warns(DeprecationWarning, match=r"retain_hours=\.\.\.\) is deprecated .* use retention_hours="):
         options = vacuum_jobs.VacuumOptions("s3://b/inventory", retain_hours=0, force_retention=True)
     assert (options.retention_hours, options.enforce_retention_duration) == (0, False)
     with pytest.raises(TypeError, match="retain_hours= and retention_hours="):
