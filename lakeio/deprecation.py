@@ -15,9 +15,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 Renamed = str | tuple[str, Callable[[Any], Any]]  # the new keyword, or it and how an old value converts
 
 
-def not_(value: Any) -> Any:
-    """An old flag whose new spelling says the opposite (``force_retention`` is ``not enforce_...``)."""
-    return None if value is None else not value
+def not_(value: Any) -> bool:
+    """An old flag whose new spelling says the opposite (``force_retention`` is ``not enforce_...``);
+    an old flag left unset (None) was off, so the new one is on."""
+    return not value
 
 
 def renamed_keywords(**old_to_new: Renamed) -> Callable[[F], F]:

@@ -61,6 +61,8 @@ def test_old_option_names_still_work_for_one_release_and_say_so():
             pytest.warns(DeprecationWarning, match=r"retain_hours=\.\.\.\) is deprecated .* use retention_hours="):
         options = vacuum_jobs.VacuumOptions("s3://b/inventory", retain_hours=0, force_retention=True)
     assert (options.retention_hours, options.enforce_retention_duration) == (0, False)
+    with pytest.warns(DeprecationWarning):  # unset as before: the retention check stays on
+        assert vacuum_jobs.VacuumOptions("s3://b/inventory", force_retention=None).enforce_retention_duration is True
     with pytest.raises(TypeError, match="retain_hours= and retention_hours="):
         vacuum_jobs.VacuumOptions("s3://b/inventory", retain_hours=0, retention_hours=1)
     assert "retain_hours" not in inspect.signature(vacuum_jobs.vacuum).parameters
