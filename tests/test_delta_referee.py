@@ -214,14 +214,14 @@ def _canonical(path: str) -> str:
     return uris.canonical(uris.to_uri(path))
 
 
-def _delta_candidates(spark, table: Path, inventory: str | None = None, retain_hours: int = 0) -> set[str]:
+def _delta_candidates(spark, table: Path, inventory: str | None = None, retention_hours: int = 0) -> set[str]:
     using = ""
     if inventory is not None:
         # README's form: Delta keeps the rows that start with the table's qualified path, spelled file:/x locally.
         using = (f"USING INVENTORY (SELECT regexp_replace(path, '^file:///', 'file:/') AS path, length, isDir, "
                  f"modificationTime FROM delta.`{inventory}` WHERE coalesce(is_latest, true) "
                  "AND NOT coalesce(is_delete_marker, false)) ")
-    query = f"VACUUM delta.`{table}` {using}RETAIN {retain_hours} HOURS DRY RUN"
+    query = f"VACUUM delta.`{table}` {using}RETAIN {retention_hours} HOURS DRY RUN"
     return {_canonical(r.path) for r in spark.sql(query).collect()}
 
 
