@@ -35,6 +35,7 @@ class ColdRun:
     steps_s: dict[str, float]  # the report's step_seconds and OUTSIDE_THE_RUN; none for the bare program
     candidates: int
     jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
+    output: str = ""  # what the program printed
 
 
 def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = (), jars: str | None = None,
@@ -65,7 +66,7 @@ def run_module(module_args: list[str], shuffle_partitions: int, jars: str | None
     """Any ``python -m`` program in a cold process, timed the same way; it prints its candidates last.
     ``jars``: a ``--jars`` list for its session (Delta's own VACUUM, benchmarks.delta_vacuum)."""
     fresh = _fresh(module_args, shuffle_partitions, jars, conf)
-    return ColdRun(fresh.session_s, fresh.job_s, {}, int(fresh.stdout.split()[-1]), fresh.archive)
+    return ColdRun(fresh.session_s, fresh.job_s, {}, int(fresh.stdout.split()[-1]), fresh.archive, fresh.stdout)
 
 
 @dataclass(frozen=True)

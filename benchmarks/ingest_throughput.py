@@ -20,12 +20,12 @@ import time
 from datetime import datetime, timezone
 
 from benchmarks.timing import best_in_turn
-from inventory_etl.contract import PARTITION_COLUMNS
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.manifest import parse_manifest
 from inventory_etl.producer import InventoryObject, write_delivery
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from lakeio import uris
+from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.spark import get_spark
 
 STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "INTELLIGENT_TIERING")

@@ -11,13 +11,13 @@ import re
 import sys
 import time
 
-from inventory_etl.contract import PARTITION_COLUMNS, held_partitions
 from inventory_etl.discovery import LOOKBACK_DAYS, discover
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
 from lakeio.cli import add_common_arguments, iso_date, one_line_errors, setup_logging, write_text
+from lakeio.inventory import PARTITION_COLUMNS, held_partitions
 from lakeio.spark import get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line

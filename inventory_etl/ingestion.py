@@ -24,7 +24,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from inventory_etl.contract import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
@@ -40,6 +39,7 @@ from lakeio.delta_write import (
     partition_string,
     write_delta,
 )
+from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from lakeio.spark import check_workers
 from lakeio.steps import Steps
 from lakeio.storage import Storage

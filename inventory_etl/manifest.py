@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
-from inventory_etl.contract import snake_case
 from lakeio import uris
 from lakeio.errors import HousekeepingError
+from lakeio.inventory import snake_case
 
 FORMATS = ("CSV", "ORC", "Parquet")
 DELIVERY_FOLDER = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})Z$")

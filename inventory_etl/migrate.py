@@ -12,10 +12,10 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import INVENTORY_SCHEMA, PARTITION_COLUMNS
 from lakeio import uris
 from lakeio.delta_read import read_delta
 from lakeio.delta_write import WriteResult, write_delta
+from lakeio.inventory import INVENTORY_SCHEMA, PARTITION_COLUMNS
 
 
 def migrate(spark: SparkSession, source: str, target: str) -> WriteResult:

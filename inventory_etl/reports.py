@@ -20,9 +20,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType, StringType, TimestampType
 
-from inventory_etl.contract import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
 from inventory_etl.manifest import DeliveryError, Manifest
 from lakeio import uris
+from lakeio.inventory import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
 from lakeio.text import first_line
 
 PROBLEM = "_problem"

@@ -33,14 +33,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import (
-    PARTITION_COLUMNS,
-    InventoryUnavailable,
-    current_objects,
-    inventory_snapshot,
-    one_row_per_object,
-    read_inventory,
-)
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio import catalog, uris
 from lakeio.deltalog import gates
@@ -49,6 +41,14 @@ from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patte
 from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError
+from lakeio.inventory import (
+    PARTITION_COLUMNS,
+    InventoryUnavailable,
+    current_objects,
+    inventory_snapshot,
+    one_row_per_object,
+    read_inventory,
+)
 from lakeio.spark import check_workers
 from lakeio.steps import Steps
 from lakeio.storage import Storage

@@ -18,7 +18,6 @@ from html import escape
 
 from pyspark.sql import SparkSession
 
-from inventory_etl.contract import PARTITION_COLUMNS
 from lake_reports import copies as lake_copies
 from lake_reports.copies import CopyStatus, EtagKind
 from lake_reports.erasure_evidence import (
@@ -36,6 +35,7 @@ from lake_reports.erasure_evidence import (
 )
 from lakeio import audit_chain
 from lakeio.delta_read import partitions, read_delta
+from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.text import StrEnum
 from lakeio.times import MS_PER_HOUR, iso_utc
 

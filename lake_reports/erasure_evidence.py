@@ -48,13 +48,6 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import (
-    InventorySnapshot,
-    InventoryUnavailable,
-    current_objects,
-    inventory_snapshot,
-    one_row_per_object,
-)
 from lakeio import catalog, uris
 from lakeio.audit import DELETING_RUNS, AuditAction, read_audit
 from lakeio.delta_read import TableNotFound
@@ -63,6 +56,13 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError
+from lakeio.inventory import (
+    InventorySnapshot,
+    InventoryUnavailable,
+    current_objects,
+    inventory_snapshot,
+    one_row_per_object,
+)
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers
 from lakeio.steps import Steps

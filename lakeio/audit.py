@@ -72,7 +72,7 @@ class AuditAction(StrEnum):
     TABLE_SKIPPED = "table_skipped"
     TABLE_REFUSED = "table_refused"
     TABLE_FAILED = "table_failed"
-    # restore and purge (vacuum_jobs.undo): per file, then one row per table (``retention_hours``
+    # restore and purge (vacuum_jobs.restore_purge): per file, then one row per table (``retention_hours``
     # of a purge's table row is its undo window)
     WOULD_RESTORE = "would_restore"  # a dry run's: the file is as the run left it
     WOULD_PURGE = "would_purge"

@@ -24,7 +24,7 @@ from tests.lakes import inventory_of, vacuum
 from vacuum_jobs.batch_vacuum import RunRefused
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.undo import UndoError, purge
+from vacuum_jobs.restore_purge import UndoError, purge
 
 pytestmark = pytest.mark.slow  # whole vacuum runs
 

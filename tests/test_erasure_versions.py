@@ -1,6 +1,6 @@
 """On a versioned S3 bucket a vacuum's delete only adds a delete marker: the bytes stay as a
 noncurrent version. Erasure evidence says "erased" only when no version of the file remains
-(see test_undo for the purge that erases them).
+(see test_restore_purge for the purge that erases them).
 
 The deletes are real (``DeleteObjects`` against the moto server, versioning on); the
 inventories are the bucket's own version listings before and after them.

@@ -23,7 +23,7 @@ from inventory_etl.cli import build_parser as inventory_parser
 from lake_reports.cli import build_parser as reports_parser
 from vacuum_jobs.cli import build_parser as vacuum_parser
 from vacuum_jobs.cli import build_undo_parser
-from vacuum_jobs.undo import UndoCommand
+from vacuum_jobs.restore_purge import UndoCommand
 
 INFRA = Path(__file__).resolve().parents[1] / "infra"
 ACCOUNT = "123456789012"  # moto's account

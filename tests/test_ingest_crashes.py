@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from inventory_etl.contract import read_inventory
 from inventory_etl.discovery import discover
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
+from lakeio.inventory import read_inventory
 from lakeio.storage import Storage
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses, killed mid-write

@@ -14,9 +14,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from inventory_etl.cli import main
-from inventory_etl.contract import read_inventory
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject
+from lakeio.inventory import read_inventory
 from tests.deliveries import AWKWARD_OBJECTS, T0, data_files, deliver, replace_data_file, rewrite_manifest
 
 LATER = datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc)
@@ -185,9 +185,9 @@ def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp
 
 @pytest.mark.slow
 def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(spark, tmp_path, capsys):
-    from inventory_etl.contract import EARLIER_PARTITION_COLUMNS
     from lakeio.delta_read import read_delta
     from lakeio.delta_write import write_delta
+    from lakeio.inventory import EARLIER_PARTITION_COLUMNS
 
     current, earlier, copied = tmp_path / "current", tmp_path / "earlier", tmp_path / "copied"
     ingest(spark, current, [deliver(tmp_path / "dest", "src"), deliver(tmp_path / "dest", "other")])

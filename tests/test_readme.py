@@ -122,7 +122,7 @@ def readme_commands(module: str) -> list[list[str]]:
 def test_every_readme_vacuum_command_parses():
     """The flags README shows for job 2, restore and purge are the ones the parsers take."""
     from vacuum_jobs.cli import build_parser, build_undo_parser
-    from vacuum_jobs.undo import UndoCommand
+    from vacuum_jobs.restore_purge import UndoCommand
 
     commands = readme_commands("vacuum_jobs")
     assert {c[0] for c in commands if c and c[0] in tuple(UndoCommand)} == set(UndoCommand)

@@ -36,7 +36,7 @@ from tests.lakes import now_ms, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.undo import purge, restore
+from vacuum_jobs.restore_purge import purge, restore
 
 pytestmark = [pytest.mark.s3a, pytest.mark.slow]
 

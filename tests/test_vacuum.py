@@ -20,8 +20,8 @@ from tests.lakes import by_table, inventory_of, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import RunRefused
 from vacuum_jobs.cli import main
+from vacuum_jobs.restore_purge import UndoError, restore
 from vacuum_jobs.targets import Discover, TableTarget, from_file
-from vacuum_jobs.undo import UndoError, restore
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over built lakes
 

@@ -16,7 +16,7 @@ from lake_reports.erasure_document import COLOURS, VerdictStatus
 from lake_reports.erasure_evidence import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION, ErasureStatus
 from lakeio.audit import FINAL_STATUSES
 from tests.report_schemas import SCHEMAS
-from vacuum_jobs.undo import UndoCommand
+from vacuum_jobs.restore_purge import UndoCommand
 
 TESTS = Path(__file__).resolve().parent
 # (schema, the enum's place in it) -> the vocabulary it must equal, in its order

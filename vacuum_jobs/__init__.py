@@ -10,8 +10,8 @@ from lakeio.errors import HousekeepingError
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vacuum
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.report import RunReport, TableCounts, TableReport
+from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError
-from vacuum_jobs.undo import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore
 
 __all__ = [
     "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "HousekeepingError", "RunRefused",

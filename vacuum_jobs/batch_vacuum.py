@@ -20,7 +20,6 @@ from urllib.parse import unquote, urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory_etl.contract import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, TableStatus, check_audit_table, record_kept
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
@@ -32,6 +31,7 @@ from lakeio.deltalog.references import References, needed_elsewhere, retention_c
 from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.deprecation import not_, renamed_keywords
 from lakeio.errors import HousekeepingError
+from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
 from lakeio.spark import check_workers, is_missing_file
 from lakeio.steps import Steps

@@ -30,7 +30,7 @@ from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.undo import Undo, UndoCommand, UndoError, UndoOptions
+from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 
 RECORD_COMMAND = "record"
 

@@ -40,7 +40,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from inventory_etl.contract import current_objects, inventory_snapshot
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit, record_kept
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
@@ -51,6 +50,7 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.references import retention_cutoffs
 from lakeio.deltalog.replay import read_logs
 from lakeio.errors import HousekeepingError
+from lakeio.inventory import current_objects, inventory_snapshot
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers
 from lakeio.steps import Steps

@@ -21,13 +21,13 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 
 from demo.lake import build_lake
-from inventory_etl.contract import inventory_snapshot
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
 from lake_reports.erasure_document import erasure_request
 from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
 from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
 from lakeio.delta_write import write_delta
+from lakeio.inventory import inventory_snapshot
 from lakeio.shapes import OUTCOMES
 from tests.lakes import inventory_of, vacuum
 from tests.test_erasure_versions import _listing
@@ -35,7 +35,7 @@ from vacuum_jobs.batch_vacuum import _with_versions
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings, delete_planned
 from vacuum_jobs.report import RunReport, TableReport, write_audit
-from vacuum_jobs.undo import Undo, UndoOptions, purge, restore
+from vacuum_jobs.restore_purge import Undo, UndoOptions, purge, restore
 
 pytestmark = pytest.mark.slow  # Spark jobs, an inventory ingested, a dozen S3 round trips
 DAY_MS = 24 * 3600 * 1000
