@@ -15,6 +15,7 @@ from lake_reports.charges import (
     chargeback,
 )
 from lake_reports.copies import CopyStatus, EtagKind
+from lake_reports.erasure_decision import ErasureStatus
 from lake_reports.erasure_document import ErasureRequest, EvidenceDocument, VerdictStatus, erasure_request
 from lake_reports.erasure_evidence import (
     CommitQuestion,
@@ -22,7 +23,6 @@ from lake_reports.erasure_evidence import (
     ErasureEvidence,
     ErasureOptions,
     ErasureReport,
-    ErasureStatus,
     erasure,
 )
 from lakeio.errors import HousekeepingError

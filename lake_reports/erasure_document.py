@@ -20,21 +20,11 @@ from pyspark.sql import SparkSession
 
 from lake_reports import copies as lake_copies
 from lake_reports.copies import CopyStatus, EtagKind
-from lake_reports.erasure_evidence import (
-    BOUNDED_BY_VACUUMS,
-    GONE,
-    CommitQuestion,
-    ErasureError,
-    ErasureEvidence,
-    ErasureOptions,
-    ErasureStatus,
-    FileAnswer,
-    Gathered,
-    TableErasure,
-    read_commit,
-)
+from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, ErasureStatus, FileAnswer, TableErasure
+from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions, Gathered
 from lakeio import audit_chain
 from lakeio.delta_read import partitions, read_delta
+from lakeio.deltalog.commits import UnreadableCommit, read_commit
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.text import StrEnum
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -188,8 +178,8 @@ class ErasureRequest:
             raise ValueError("request_id must not be empty")
         commit = self.evidence.named(commit)
         try:
-            record = read_commit(self.evidence.storage, commit)
-        except ValueError as exc:
+            record = read_commit(self.evidence.storage, commit.table, commit.version)
+        except UnreadableCommit as exc:
             raise ErasureError(str(exc)) from None
         gathered = self.evidence.gather(commits=[commit])
         if gathered.report.refused:
@@ -215,8 +205,8 @@ class ErasureRequest:
         if commit.version == 0:
             return None
         try:
-            previous = read_commit(self.evidence.storage, CommitQuestion(commit.table, commit.version - 1))
-        except ValueError:  # log cleanup took it: the version is still named
+            previous = read_commit(self.evidence.storage, commit.table, commit.version - 1)
+        except UnreadableCommit:  # log cleanup took it: the version is still named
             return CommitSide(commit.version - 1, None)
         return CommitSide(previous.version, iso_utc(previous.timestamp_ms) if previous.timestamp_ms else None)
 

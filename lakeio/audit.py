@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from lakeio import audit_chain, audit_journal, uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
 from lakeio.delta_write import check_target, write_delta
+from lakeio.deltalog.commits import commit_file
 from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
@@ -245,7 +246,7 @@ def commit_file_hashes(spark: SparkSession, versions: dict[str, int]) -> dict[st
     """The SHA-256 of each table's commit file ``_delta_log/<version>.json`` (``versions``: table root to
     version), read in one Spark job per file system. A file that is gone (log cleanup), or a file system
     that cannot be read, leaves its tables out: the audit is written whatever happens here."""
-    files = {uris.canonical(uris.join(root, "_delta_log", f"{version:020d}.json")): root
+    files = {uris.canonical(commit_file(root, version)): root
              for root, version in versions.items()}
     by_scheme: dict[str | None, list[str]] = {}
     for f in sorted(files):

@@ -12,8 +12,8 @@ import pytest
 from inventory_etl.ingestion import DeliveryStatus
 from lake_reports.charges import ChargeCategory
 from lake_reports.copies import COPY_STATUSES, ETAG_KINDS, CopyStatus, EtagKind
+from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION, ErasureStatus
 from lake_reports.erasure_document import COLOURS, VerdictStatus
-from lake_reports.erasure_evidence import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION, ErasureStatus
 from lakeio.audit import FINAL_STATUSES
 from tests.report_schemas import SCHEMAS
 from vacuum_jobs.restore_purge import UndoCommand

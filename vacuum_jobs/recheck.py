@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.deltalog.commits import commit_file
 from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.replay import replay_logs
 from lakeio.deltalog.segments import LogSegment, log_segments
@@ -55,8 +56,7 @@ def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int])
         if segment.version < before:
             result.refused[root] = f"log went back from version {before} to {segment.version} since planning"
             continue
-        log_dir = uris.join(segment.table_root, "_delta_log")
-        new_commits = tuple((v, uris.join(log_dir, f"{v:020d}.json")) for v in range(before + 1, segment.version + 1))
+        new_commits = tuple((v, commit_file(segment.table_root, v)) for v in range(before + 1, segment.version + 1))
         since.append(LogSegment(segment.table_root, segment.version, commits=new_commits))
     if not since:
         return result

@@ -1,0 +1,143 @@
+"""The erasure decision on its own (lake_reports.erasure_decision): typed records in, a status out,
+no Spark. The Spark-gathered cases (test_lake_reports, test_erasure_versions) read real tables; these
+pin each branch, including the ones a real lake reaches only by a run of bad luck."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from lake_reports.erasure_decision import (
+    AuditEntry,
+    ErasureStatus,
+    ListedVersion,
+    LogEntry,
+    Question,
+    TableErasure,
+    Versions,
+    decide,
+)
+from lakeio.audit import AuditAction
+from lakeio.times import MS_PER_HOUR
+
+DAY = 24 * MS_PER_HOUR
+T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z: the vacuum run's delete
+NOW = T0 + 20 * DAY
+TABLE = "s3://lake/orders"
+FILE = f"{TABLE}/part-0.parquet"
+AFTER, ON = date(2026, 11, 10), date(2026, 11, 1)  # inventory dates: after the delete, and its own day
+
+
+def _table(**fields) -> TableErasure:
+    return TableErasure(TABLE, retention_hours=168.0, last_deleting_run="v1", last_deleting_run_at="2026-11-01", **fields)
+
+
+def _vacuum(action: AuditAction = AuditAction.DELETED, run_id: str = "v1", at_ms: int = T0, **fields) -> AuditEntry:
+    return AuditEntry(run_id, action.value, at_ms, **fields)
+
+
+def _then(action: AuditAction, run_id: str, source: str, at_ms: int) -> AuditEntry:
+    """A restore or purge row acting on vacuum run ``source``."""
+    return AuditEntry(run_id, action.value, at_ms, source_run_id=source)
+
+
+def _version(version_id: str, written_ms: int, marker: bool = False) -> ListedVersion:
+    return ListedVersion(version_id, 100, written_ms, marker)
+
+
+def _decide(trail=(), log=(), listed=True, day=AFTER, versions=None, table=None, question=None):
+    q = question or Question(FILE, TABLE, "path")
+    return decide(q, table or _table(), list(trail), list(log), listed, day, NOW, versions)
+
+
+CASES = {
+    "outside every table": (dict(question=Question("s3://lake/loose.csv", None, "path")), ErasureStatus.NOT_IN_A_TABLE),
+    "deleted from an unversioned store": (dict(trail=[_vacuum()]), ErasureStatus.ERASED),
+    "moved to the trash, no purge run yet": (dict(trail=[_vacuum(trash_path="/trash/v1/part-0.parquet")]),
+                                             ErasureStatus.SOFT_DELETED),
+    "moved to the trash, then purged": (
+        dict(trail=[_vacuum(trash_path="/trash/v1/part-0.parquet"), _then(AuditAction.PURGED, "p1", "v1", T0 + DAY)]),
+        ErasureStatus.ERASED),
+    "restored": (dict(trail=[_vacuum(delete_marker_id="m1"), _then(AuditAction.RESTORED, "r1", "v1", T0 + DAY)]),
+                 ErasureStatus.RESTORED),
+    "a marker in a bucket no all-versions inventory lists since": (
+        dict(trail=[_vacuum(delete_marker_id="m1", version_id="a")], versions=Versions(False, ())),
+        ErasureStatus.SOFT_DELETED),
+    "deleted in a versioned bucket, no marker recorded, no all-versions inventory": (
+        dict(trail=[_vacuum()], versions=Versions(False, ())), ErasureStatus.ERASURE_UNCONFIRMED),
+    "deleted in a versioned bucket, listed on the delete's own day": (
+        dict(trail=[_vacuum()], versions=Versions(True, ()), day=ON), ErasureStatus.ERASURE_UNCONFIRMED),
+    "an older version still listed after the delete": (
+        dict(trail=[_vacuum()], versions=Versions(True, (_version("a", T0 - DAY),))), ErasureStatus.SOFT_DELETED),
+    "only a version written after the delete is listed": (
+        dict(trail=[_vacuum()], versions=Versions(True, (_version("b", T0 + DAY),))), ErasureStatus.ERASED),
+    "purged, and the all-versions inventory since lists nothing older": (
+        dict(trail=[_vacuum(delete_marker_id="m1"), _then(AuditAction.PURGED, "p1", "v1", T0 + DAY)],
+             versions=Versions(True, (_version("m1", T0, marker=True),))), ErasureStatus.ERASED),
+    "purged, but a copy of the bytes under another version stays": (
+        dict(trail=[_vacuum(delete_marker_id="m1"), _then(AuditAction.PURGED, "p1", "v1", T0 + DAY)],
+             versions=Versions(True, (_version("old", T0 - DAY),))), ErasureStatus.SOFT_DELETED),
+    "purged, no all-versions inventory since the purge": (
+        dict(trail=[_vacuum(delete_marker_id="m1"), _then(AuditAction.PURGED, "p1", "v1", T0 + DAY)],
+             versions=Versions(False, ())), ErasureStatus.ERASURE_UNCONFIRMED),
+    "already gone when the run came": (dict(trail=[_vacuum(AuditAction.ALREADY_ABSENT)]),
+                                       ErasureStatus.ABSENT_WHEN_VACUUMED),
+    "live": (dict(log=[LogEntry("add", TABLE)]), ErasureStatus.LIVE),
+    "live with a deletion vector": (dict(log=[LogEntry("add", TABLE, "u")]), ErasureStatus.LIVE_SOFT_DELETED),
+    "a commit re-added it with a deletion vector": (
+        dict(log=[LogEntry("add", TABLE)], question=Question(FILE, TABLE, f"{TABLE}@3", T0, soft_deleted=True)),
+        ErasureStatus.LIVE_SOFT_DELETED),
+    "a clone still references it": (dict(log=[LogEntry("add", "s3://lake/clone")]), ErasureStatus.REFERENCED_ELSEWHERE),
+    "tombstoned within the retention": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=NOW - DAY)]),
+                                        ErasureStatus.WITHIN_RETENTION),
+    "the last attempt failed": (dict(trail=[_vacuum(AuditAction.FAILED, error="403 Forbidden")]),
+                                ErasureStatus.DELETE_FAILED),
+    "gone with no run's record": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=T0 - 30 * DAY)], listed=False),
+                                  ErasureStatus.GONE_UNRECORDED),
+    "deletable, no run has reached it": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=T0 - 30 * DAY)]),
+                                         ErasureStatus.NOT_VACUUMED_SINCE),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_case_gets_its_status(case):
+    given, expected = CASES[case]
+    answer = _decide(**given)
+    assert answer.status == expected, answer.detail
+    assert answer.path == (given.get("question") or Question(FILE, TABLE, "path")).path
+    assert answer.detail
+
+
+def test_the_cases_reach_every_status():
+    assert {expected for _, expected in CASES.values()} == set(ErasureStatus)
+
+
+def test_a_deleted_file_names_its_run_and_time():
+    answer = _decide(trail=[_vacuum()])
+    assert (answer.run_id, answer.when) == ("v1", "2026-11-01T00:00:00+00:00")
+
+
+def test_the_purge_due_date_follows_the_undo_window():
+    table = _table(soft_deletes=True, undo_window_days=7.0, last_purge_run="p0", last_purge_run_at="2026-11-05")
+    answer = _decide(trail=[_vacuum(trash_path="/trash/v1/part-0.parquet")], table=table)
+    assert answer.status == ErasureStatus.SOFT_DELETED and answer.when == "2026-11-08T00:00:00+00:00"
+    assert "restorable until 2026-11-08" in answer.detail
+
+
+def test_a_delete_after_a_restore_is_the_erasure():
+    """Deleted, restored, deleted again by a later run: the second delete is what erased it."""
+    trail = [_vacuum(delete_marker_id="m1"), _then(AuditAction.RESTORED, "r1", "v1", T0 + DAY),
+             _vacuum(run_id="v2", at_ms=T0 + 2 * DAY)]
+    answer = _decide(trail=trail)
+    assert (answer.status, answer.run_id) == (ErasureStatus.ERASED, "v2")
+
+
+def test_a_rerun_deleting_again_does_not_move_the_erasure():
+    answer = _decide(trail=[_vacuum(), _vacuum(run_id="v2", at_ms=T0 + DAY)])
+    assert (answer.status, answer.run_id) == (ErasureStatus.ERASED, "v1")
+
+
+def test_the_retention_end_is_when_it_becomes_deletable():
+    answer = _decide(log=[LogEntry("remove", TABLE, deletion_timestamp=NOW - DAY)])
+    assert answer.when == "2026-11-27T00:00:00+00:00"  # removed on the 20th, 168 h retention
