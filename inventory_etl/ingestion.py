@@ -30,6 +30,7 @@ from inventory_etl.verify import verify_data_files
 from lakeio import catalog, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import (
+    BeforeCommit,
     Claim,
     IncompatibleTable,
     check_target,
@@ -205,8 +206,12 @@ class IngestInventory:
         verify_checksums: bool = True,
         allow_older: bool = False,
         keep_days: int | None = None,
+        *,
+        before_commit: BeforeCommit | None = None,
     ):
+        """``before_commit`` is told the table each commit is about to go into (tests hold a run there)."""
         self.spark = spark
+        self.before_commit = before_commit
         self.storage = Storage(spark)
         self.inventory_table = uris.to_uri(catalog.resolve(spark, inventory_table, must_be_delta=False))
         self.path_roots = {bucket: uris.to_uri(root) for bucket, root in (path_roots or {}).items()}
@@ -471,7 +476,7 @@ class IngestInventory:
                                   [dict(zip(PARTITION_COLUMNS, p)) for p in partitions], mode="replace_partitions",
                                   drop=[dict(zip(PARTITION_COLUMNS, p)) for p in expired],
                                   claims={_partition_key(a.manifest): _claim(a.manifest) for a in accepted},
-                                  outranked_allowed=self.allow_older)
+                                  outranked_allowed=self.allow_older, before_commit=self.before_commit)
         except IncompatibleTable as exc:
             self._refuse_written(accepted, result, str(exc))
             return

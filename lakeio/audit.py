@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from lakeio import audit_chain, audit_journal, uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
-from lakeio.delta_write import check_target, write_delta
+from lakeio.delta_write import BeforeCommit, check_target, write_delta
 from lakeio.deltalog.commits import commit_file
 from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
@@ -120,17 +120,18 @@ def check_audit_table(spark: SparkSession, audit_table: str) -> None:
 
 def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: int, tables: Sequence[RunTable],
                outcomes: DataFrame | None, inventory_date: date | None = None,
-               source_run_id: str | None = None) -> None:
+               source_run_id: str | None = None, *, before_commit: BeforeCommit | None = None) -> None:
     """Append one run, in one chained append: a row per table (``path`` null) and a row per file of
     ``outcomes`` (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``:
     the vacuum run a restore or purge acts on, unless a table (``RunTable.source_run_id``) or an
     outcome (a ``source_run_id`` column) names its own: one purge catching up on several vacuum runs
     is still one run of the chain. The rows are chained after the table's head (lakeio.audit_chain):
     two runs appending at once fork the chain, which verifying reports. When the append fails, the
-    rows are kept for the next run (lakeio.audit_journal) and :class:`AuditNotRecorded` says where."""
+    rows are kept for the next run (lakeio.audit_journal) and :class:`AuditNotRecorded` says where.
+    ``before_commit``: see lakeio.delta_write.write_delta."""
     rows = run_rows(spark, run_id, started_ms, tables, outcomes, inventory_date, source_run_id)
     try:
-        append_rows(spark, audit_table, rows, rows_date(started_ms))
+        append_rows(spark, audit_table, rows, rows_date(started_ms), before_commit=before_commit)
     except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
         raise audit_journal.keep(spark, audit_table, run_id, rows, first_line(exc)) from None
 
@@ -166,10 +167,12 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
     return rows
 
 
-def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date) -> None:
+def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date, *,
+                before_commit: BeforeCommit | None = None) -> None:
     """Chain one run's rows (``_UNCHAINED``, all of ``run_date``) after the table's head and append them."""
     chained = audit_chain.chain_run(rows, head(spark, audit_table))
-    write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": run_date.isoformat()}], mode="append")
+    write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": run_date.isoformat()}], mode="append",
+                before_commit=before_commit)
 
 
 @dataclass
@@ -181,7 +184,8 @@ class Recorded:
 
 
 def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None,
-                settle: Callable[[DataFrame, str], DataFrame | None] | None = None) -> Recorded:
+                settle: Callable[[DataFrame, str], DataFrame | None] | None = None, *,
+                before_commit: BeforeCommit | None = None) -> Recorded:
     """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit_journal) to
     the audit table, the earliest first, each in one chained append, and remove each once it is in;
     a kept run the audit already holds is removed, not appended again. A run that left only the
@@ -218,7 +222,7 @@ def record_kept(spark: SparkSession, audit_table: str, journal: str | None = Non
         pending.append((first, run_id, kept, rows, run_date))
     for _, run_id, kept, rows, run_date in sorted(pending, key=lambda p: (p[0] is None, p[0] or 0, p[1])):
         if run_id not in held and run_date is not None:
-            append_rows(spark, audit_table, rows, run_date)
+            append_rows(spark, audit_table, rows, run_date, before_commit=before_commit)
             log.warning("recorded run %s in %s from %s, kept there when its own append failed or never came",
                         run_id, audit_table, kept)
             done.runs.append(run_id)

@@ -62,9 +62,8 @@ STAGED_COMMIT = re.compile(r"^(_commit_[0-9a-f-]{36}\.json\.tmp|\d{20}\.json#\d+
 DEAD_COMMIT_AFTER = timedelta(minutes=10)
 # A write that keeps losing its commit to other writers gives up after this many tries.
 COMMIT_ATTEMPTS = 8
-# Called with the table URI right before each commit attempt, after the write has read the table
-# it commits against: where a test pauses one writer to let another commit first.
-BEFORE_COMMIT: list[Callable[[str], None]] = []
+# Told the table URI right before a commit attempt (see write_delta).
+BeforeCommit = Callable[[str], None]
 _CLAIM_APP = "lake-housekeeping:"
 
 
@@ -119,6 +118,7 @@ def write_delta(
     drop: Sequence[Mapping[str, str]] = (),
     claims: Mapping[PartitionKey, Claim] | None = None,
     outranked_allowed: bool = False,
+    before_commit: BeforeCommit | None = None,
 ) -> WriteResult:
     """Write ``df`` (whose rows all fall in ``partitions``) to a partitioned Delta table.
 
@@ -128,6 +128,8 @@ def write_delta(
     ``claims`` (with ``replace_partitions``, keyed by partition values) serialise writers of a
     partition and keep its newest content: see the module's docstring. ``outranked_allowed``
     replaces a partition even where the table holds a newer claim (going back on purpose).
+    ``before_commit`` is called with the table URI right before each commit attempt, after the
+    write has read the table it commits against (where a test holds one writer while another commits).
     """
     if drop and mode != "replace_partitions":
         raise ValueError("drop goes with mode='replace_partitions'")
@@ -140,13 +142,15 @@ def write_delta(
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
     with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
         if use_delta_jars and mode == "append":
+            if before_commit is not None:  # DataFrameWriter commits as it writes: the hook comes first
+                before_commit(table_uri)
             result = _append_with_delta_spark(df, table_uri, partition_by)
         elif use_delta_jars:
             result = _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, dict(claims or {}),
-                                               outranked_allowed)
+                                               outranked_allowed, before_commit)
         else:
             result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop,
-                                           dict(claims or {}), outranked_allowed)
+                                           dict(claims or {}), outranked_allowed, before_commit)
     return replace(result, columns_added=added)
 
 
@@ -240,7 +244,8 @@ def _append_with_delta_spark(df, table_uri, partition_by) -> WriteResult:
     )
 
 
-def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, claims, outranked_allowed) -> WriteResult:
+def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, claims, outranked_allowed,
+                              before_commit) -> WriteResult:
     """Replace partitions in one transaction of Delta's own (its JVM API through py4j): the claims
     are read through the transaction, so a concurrent commit of a claim on the same partition
     conflicts with it, and go into its commit beside the data files and the removes; a conflict
@@ -273,7 +278,7 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
         adds = [a for p in writing for a in written.get(_key(partition_by, p), [])]
         mine = {k: c for k, c in claims.items() if k not in outranked}
         try:
-            removed = _commit_in_jvm(spark, txn, table_uri, partition_by, adds, [*writing, *drop], mine)
+            removed = _commit_in_jvm(spark, txn, table_uri, partition_by, adds, [*writing, *drop], mine, before_commit)
         except _Conflict:
             if attempt == COMMIT_ATTEMPTS:
                 raise
@@ -288,7 +293,7 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
         return WriteResult(table_uri, len(adds), removed, rows, "delta-spark", outranked=outranked)
 
 
-def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims) -> int:
+def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims, before_commit) -> int:
     """Commit ``adds``, the removes of every file of ``replaced`` and the claims in one commit; the
     number of files removed."""
     jvm = spark.sparkContext._jvm
@@ -300,8 +305,8 @@ def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims) 
     claimed = [jvm.org.apache.spark.sql.delta.actions.SetTransaction(app, version, now)
                for key, claim in sorted(claims.items()) for app, version in
                ((_claim_app(partition_by, key), claim.rank), (_claim_app(partition_by, key) + "#identity", claim.identity))]
-    for hook in BEFORE_COMMIT:
-        hook(table_uri)
+    if before_commit is not None:
+        before_commit(table_uri)
     try:
         txn.commit(scala.asScalaBuffer([*adds, *removes, *claimed]).toList(), _write_operation(jvm, partition_by, where))
     except Exception as exc:
@@ -340,7 +345,8 @@ def _is_conflict(jvm, exc: BaseException) -> bool:
     return java is not None and jvm_class("java.util.ConcurrentModificationException").isInstance(java)
 
 
-def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed) -> WriteResult:
+def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed,
+                          before_commit) -> WriteResult:
     storage = Storage(df.sparkSession)
     _clear_dead_runs(storage, table_uri)
     run = f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
@@ -358,7 +364,7 @@ def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, c
         mine = {k: c for k, c in claims.items() if k not in outranked}
         try:
             removed = _commit(table, table_uri, df, partition_by, adds, [*writing, *drop] if mode == "replace_partitions" else [],
-                              mine)
+                              mine, before_commit)
         except _Conflict:
             if attempt == COMMIT_ATTEMPTS:
                 raise
@@ -432,14 +438,14 @@ def deltalake_advice(exc: BaseException) -> str:
     return f"{advice} [{shorten_end(text, LONGEST)}]" if advice else shorten_end(text, LONGEST)
 
 
-def _commit(table, table_uri, df, partition_by, adds, replaced, claims) -> int:
+def _commit(table, table_uri, df, partition_by, adds, replaced, claims, before_commit) -> int:
     """One commit against ``table`` as read (None: create it); the number of files it removed."""
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
     properties = CommitProperties(app_transactions=_claim_transactions(partition_by, claims)) if claims else None
-    for hook in BEFORE_COMMIT:
-        hook(table_uri)
+    if before_commit is not None:
+        before_commit(table_uri)
     schema = _delta_schema(df.schema)
     try:
         if table is None:

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from demo.lake import build_lake
 from lake_reports.cli import main
-from lakeio import audit_chain, delta_write
+from lakeio import audit_chain
 from lakeio.audit import AUDIT_COLUMNS, AuditAction, RunTable, append_run, read_audit, verify_chain
 from lakeio.shapes import OUTCOMES
 from tests.lakes import inventory_of, now_ms, vacuum
@@ -27,12 +27,12 @@ from tests.lakes import inventory_of, now_ms, vacuum
 pytestmark = pytest.mark.slow  # a few dozen small Spark jobs
 
 
-def _append(spark, audit: str, run_id: str, at_ms: int, files: int) -> None:
+def _append(spark, audit: str, run_id: str, at_ms: int, files: int, before_commit=None) -> None:
     outcomes = spark.createDataFrame(
         [("file:///lake/t", f"file:///lake/t/part-{i}.parquet", 10 + i, at_ms, "deleted", None, at_ms + i, None, None,
           None) for i in range(files)], OUTCOMES.schema)
     append_run(spark, audit, run_id, at_ms, [RunTable("file:///lake/t", AuditAction.TABLE_VACUUMED, None, 3, 168.0)],
-               outcomes)
+               outcomes, before_commit=before_commit)
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +127,7 @@ def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_pat
             held.append(table_uri)  # run-b read the head run-a read too, and commits while run-b waits
             _append(spark, audit, "run-c", now_ms(), 1)
 
-    delta_write.BEFORE_COMMIT.append(second_run_commits_first)
-    try:
-        _append(spark, audit, "run-b", now_ms(), 1)
-    finally:
-        delta_write.BEFORE_COMMIT.remove(second_run_commits_first)
+    _append(spark, audit, "run-b", now_ms(), 1, before_commit=second_run_commits_first)
     check = verify_chain(spark, audit)
     assert check.ok, check.summary()
     assert check.forks == ["runs run-c, run-b all follow run run-a (appended at the same time)"] or \

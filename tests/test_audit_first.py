@@ -3,7 +3,7 @@ is proven writable before the first delete, and rows the audit table still does 
 and appended by the next run (or by ``python -m vacuum_jobs record``), never lost nor doubled.
 
 A destination fails for real: its folder's parent is a file (before the run), or the audit's
-``_delta_log/`` becomes a file at the very moment of the run's commit (``delta_write.BEFORE_COMMIT``)."""
+``_delta_log/`` becomes a file at the very moment of the run's commit (the run's ``before_commit``)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeio import delta_write
 from lakeio.audit import verify_chain
 from lakeio.cli import report_out
+from lakeio.delta_write import BeforeCommit
 from tests.lakes import inventory_of, vacuum
-from vacuum_jobs.batch_vacuum import RunRefused
+from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.restore_purge import UndoError, purge
+from vacuum_jobs.restore_purge import Undo, UndoError, UndoOptions, purge
 
 pytestmark = pytest.mark.slow  # whole vacuum runs
 
@@ -40,9 +40,10 @@ def _lake(spark, tmp_path: Path) -> tuple[Path, str, set[Path]]:
     return table, inventory_of(spark, tmp_path / "lake", tmp_path), set(table.rglob("*.parquet"))
 
 
-def _vacuum(spark, inventory: str, table: Path, audit: Path, **options):
-    return vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
-                  audit_table=str(audit), **options)
+def _vacuum(spark, inventory: str, table: Path, audit: Path, before_commit=None, **options):
+    run = BatchVacuum(spark, VacuumOptions(inventory, dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                                           audit_table=str(audit), **options), before_commit=before_commit)
+    return run.execute([str(table)])
 
 
 def _audit_rows(audit: Path) -> list[dict]:
@@ -50,9 +51,10 @@ def _audit_rows(audit: Path) -> list[dict]:
 
 
 @contextmanager
-def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[None]:
-    """The audit table's ``_delta_log/`` turns into a file when a run commits to it (and, with
-    ``also_journal``, so does the folder where the run would keep its rows); put back on exit."""
+def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[BeforeCommit]:
+    """A ``before_commit`` for a run: the audit table's ``_delta_log/`` turns into a file when the run
+    commits to it (and, with ``also_journal``, so does the folder where the run would keep its rows);
+    put back on exit."""
     log, away = audit / "_delta_log", audit / "_delta_log.away"
     journal, journal_away = audit / "_unrecorded", audit / "_unrecorded.away"
 
@@ -64,11 +66,9 @@ def _commit_fails(audit: Path, also_journal: bool = False) -> Iterator[None]:
                 journal.rename(journal_away)
                 journal.write_text("not a folder")
 
-    delta_write.BEFORE_COMMIT.append(hook)
     try:
-        yield
+        yield hook
     finally:
-        delta_write.BEFORE_COMMIT.remove(hook)
         if away.exists():
             log.unlink()
             away.rename(log)
@@ -115,8 +115,8 @@ def test_deletes_the_audit_did_not_take_are_kept_and_appended_once_by_the_next_r
     table, inventory, files = _lake(spark, tmp_path)
     audit = tmp_path / "audit"
     vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))  # the audit table exists
-    with _commit_fails(audit):
-        failed = _vacuum(spark, inventory, table, audit)
+    with _commit_fails(audit) as hook:
+        failed = _vacuum(spark, inventory, table, audit, before_commit=hook)
 
     [gone] = files - set(table.rglob("*.parquet"))  # deleted, and the run says where its record is
     assert not failed.ok and failed.tables[0].counts.deleted_files == 1
@@ -142,8 +142,8 @@ def test_rows_kept_on_the_driver_when_nothing_beside_the_audit_takes_them_are_ap
     table, inventory, _ = _lake(spark, tmp_path)
     audit = tmp_path / "audit"
     vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))
-    with _commit_fails(audit, also_journal=True):
-        failed = _vacuum(spark, inventory, table, audit)
+    with _commit_fails(audit, also_journal=True) as hook:
+        failed = _vacuum(spark, inventory, table, audit, before_commit=hook)
     [problem] = failed.audit_problems
     command = problem.split("append them with: ", 1)[1]
     assert command.startswith(f"python -m vacuum_jobs record --audit-table {audit} --journal {tmp_path / 'cache'}")
@@ -172,8 +172,9 @@ def test_a_purge_refuses_an_unwritable_audit_before_erasing_and_keeps_its_rows_w
     assert set(trash.rglob("*.parquet")) == kept  # nothing erased
     (audit / "_unrecorded").unlink()
 
-    with _commit_fails(audit):
-        report = purge(spark, str(audit), 0, dry_run=False, now_ms=PAST_RETENTION_MS)
+    with _commit_fails(audit) as hook:
+        report = Undo(spark, UndoOptions(str(audit), dry_run=False, now_ms=PAST_RETENTION_MS),
+                      before_commit=hook).purge(0)
     assert not list(trash.rglob("*.parquet"))  # erased, and said so though the audit did not take it
     assert not report.ok and f"did not take run {report.run_id}" in report.audit_problems[0]
 

@@ -1,20 +1,17 @@
 """Unattended daily ingestion: runs that overlap on one partition, crashed first commits, odd
-manifests. Interleavings are forced: one run is held at its commit (``delta_write.BEFORE_COMMIT``)
+manifests. Interleavings are forced: one run is held at its commit (its ``before_commit``)
 while the other commits, then let go."""
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pytest
 from deltalake import DeltaTable
 
 from inventory_etl.ingestion import IngestInventory
-from lakeio import delta_write
 from tests.deliveries import AWKWARD_OBJECTS, deliver, rewrite_manifest
 
 EARLY = datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc)
@@ -31,33 +28,23 @@ def keys_of(table, bucket: str = "src") -> list[str]:
     return sorted(r["key"] for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist() if r["bucket"] == bucket)
 
 
-@contextmanager
-def held_at_commit(thread_name: str) -> Iterator[tuple[threading.Event, threading.Event]]:
-    """The first commit attempt of the thread named so waits at the commit until released."""
-    reached, release = threading.Event(), threading.Event()
+def run_held_while(spark, table, held_manifest, other_manifest):
+    """Run A (``held_manifest``) is held at its first commit attempt (its ``before_commit``) while run B
+    (``other_manifest``) runs to the end; then A goes on. Returns both results."""
+    results, reached, release = {}, threading.Event(), threading.Event()
 
-    def hook(_table_uri: str) -> None:
-        if threading.current_thread().name == thread_name and not release.is_set():
+    def hold(_table_uri: str) -> None:
+        if not release.is_set():
             reached.set()
             assert release.wait(timeout=300), "never released"
 
-    delta_write.BEFORE_COMMIT.append(hook)
+    a = threading.Thread(name="A", target=lambda: results.update(
+        A=ingest(spark, table, [held_manifest], before_commit=hold)))
+    a.start()
     try:
-        yield reached, release
-    finally:
-        release.set()
-        delta_write.BEFORE_COMMIT.remove(hook)
-
-
-def run_held_while(spark, table, held_manifest, other_manifest):
-    """Run A (``held_manifest``) is held at its commit while run B (``other_manifest``) runs to the
-    end; then A goes on. Returns both results."""
-    results = {}
-    with held_at_commit("A") as (reached, release):
-        a = threading.Thread(name="A", target=lambda: results.update(A=ingest(spark, table, [held_manifest])))
-        a.start()
         assert reached.wait(timeout=300), "run A never reached its commit"
         results["B"] = ingest(spark, table, [other_manifest])
+    finally:
         release.set()
         a.join(timeout=300)
     return results["A"], results["B"]

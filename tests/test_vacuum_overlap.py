@@ -4,7 +4,7 @@ the other, every file is ``deleted`` in the audit exactly once, and the audit ch
 reporting the fork where both appended after one head.
 
 Interleavings are forced: run A is held at a named point (its last step before deleting, through
-the run's own step hook, ``on_step``; its audit commit, through ``delta_write.BEFORE_COMMIT``) while
+the run's own step hook, ``on_step``; its audit commit, through its ``before_commit``) while
 run B goes from start to end; then A goes on.
 """
 
@@ -19,7 +19,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeio import delta_write
 from lakeio.audit import read_audit, verify_chain
 from tests.lakes import inventory_of, now_ms, vacuum
 from vacuum_jobs.batch_vacuum import STEP_DELETING, BatchVacuum, VacuumOptions
@@ -41,17 +40,17 @@ def _lake(tmp_path: Path) -> tuple[list[Path], dict[Path, int]]:
 
 
 def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Callable):
-    """Run A in a thread of its own, paused where ``hold`` puts the pause (it returns how to take it
-    away again). Returns (start, finish): start runs A until it reaches the pause, finish lets it go
-    and returns its report."""
+    """Run A in a thread of its own, paused where ``hold`` puts the pause (the run's hook it returns).
+    Returns (start, finish): start runs A until it reaches the pause, finish lets it go and returns
+    its report."""
     release, reached, result = threading.Event(), threading.Event(), {}
 
     def pause() -> None:
-        if threading.current_thread().name == "A" and not release.is_set():
+        if not release.is_set():
             reached.set()
             assert release.wait(timeout=300), "run A was never let go"
 
-    hooks, undo = hold(pause)
+    hooks = hold(pause)
     run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False, audit_table=str(audit), now_ms=now_ms() + 5000,
                                            **OPTIONS), **hooks)
     thread = threading.Thread(name="A", target=lambda: result.update(report=run.execute([str(t) for t in tables])))
@@ -63,22 +62,20 @@ def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Call
     def finish():
         release.set()
         thread.join(timeout=300)
-        undo()
         assert "report" in result, "run A did not finish"
         return result["report"]
 
     return start, finish
 
 
-def _at_the_deletes(pause) -> tuple[dict, Callable[[], None]]:
+def _at_the_deletes(pause) -> dict:
     """Run A's own step hook: planned and checked again, its next step deletes."""
-    return {"on_step": lambda step: pause() if step == STEP_DELETING else None}, lambda: None
+    return {"on_step": lambda step: pause() if step == STEP_DELETING else None}
 
 
-def _at_the_audit_commit(pause) -> tuple[dict, Callable[[], None]]:
-    hook = lambda _table: pause()  # noqa: E731 - the commit that records run A's deletes
-    delta_write.BEFORE_COMMIT.append(hook)
-    return {}, lambda: delta_write.BEFORE_COMMIT.remove(hook)
+def _at_the_audit_commit(pause) -> dict:
+    """Run A's commit hook: the commit that records its deletes."""
+    return {"before_commit": lambda _table: pause()}
 
 
 @pytest.mark.parametrize("hold", [_at_the_deletes, _at_the_audit_commit], ids=["A held before deleting",

@@ -23,7 +23,7 @@ from inventory_etl.producer import objects_in_folder, write_delivery
 from tests.conftest import GOLDEN
 from tests.lakes import by_table, inventory_of
 from tests.report_schemas import assert_matches_schema
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import STEP_PLANNING, STEP_RECHECK, BatchVacuum, VacuumOptions
 from vacuum_jobs.cli import main
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over lakes of traps
@@ -190,12 +190,12 @@ def test_a_commit_between_plan_and_delete_is_honoured(spark, tmp_path):
         os.utime(path, (OLD, OLD))
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
-    class ConcurrentRestore(BatchVacuum):
-        def _check_plan(self, plan, reports):
-            super()._check_plan(plan, reports)
+    def restore_before_the_recheck(step: str) -> None:
+        if step == STEP_RECHECK:
             _commit(table, [original_add])
 
-    run = ConcurrentRestore(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)])
+    run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False), on_step=restore_before_the_recheck).execute(
+        [str(table)])
     report = by_table(run)["t"]
     assert report.status == "vacuumed"
     assert report.counts.candidate_files == 2 and report.counts.named_since_planning_files == 1
@@ -210,13 +210,13 @@ def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tm
     os.utime(orphan, (OLD, OLD))
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
-    class ConcurrentUpgrade(BatchVacuum):
-        def _check_plan(self, plan, reports):
-            super()._check_plan(plan, reports)
+    def upgrade_before_the_recheck(step: str) -> None:
+        if step == STEP_RECHECK:
             _commit(table, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                           "readerFeatures": ["someFutureFeature"], "writerFeatures": []}}])
 
-    run = ConcurrentUpgrade(spark, VacuumOptions(str(inventory), dry_run=False)).execute([str(table)])
+    run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False), on_step=upgrade_before_the_recheck).execute(
+        [str(table)])
     report = by_table(run)["t"]
     assert report.status == "refused" and "changed since planning" in report.reason
     assert orphan.exists()
@@ -237,21 +237,18 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_only_its_own_table(sp
         os.utime(_orphan(table), (OLD, OLD))
     inventory = inventory_of(spark, lake, tmp_path)
 
-    class WriterCleansUpItsLog(BatchVacuum):
-        cleaned_up = False
+    cleaned_up = []
 
-        def _apply_gates(self, targets, replay, reports, now_ms):
-            policies = super()._apply_gates(targets, replay, reports, now_ms)
-            if not self.cleaned_up:  # once, between the first summary read and the plan
-                _table(cleaned, 1)  # version 4
-                DeltaTable(str(cleaned)).create_checkpoint()
-                for old in (cleaned / "_delta_log").glob("0000000000000000000[0-3].*"):
-                    old.unlink()
-                self.cleaned_up = True
-            return policies
+    def clean_up_before_the_first_plan(step: str) -> None:
+        if step == STEP_PLANNING and not cleaned_up:  # once, between the first summary read and the plan
+            _table(cleaned, 1)  # version 4
+            DeltaTable(str(cleaned)).create_checkpoint()
+            for old in (cleaned / "_delta_log").glob("0000000000000000000[0-3].*"):
+                old.unlink()
+            cleaned_up.append(True)
 
-    run = WriterCleansUpItsLog(spark, VacuumOptions(str(inventory), audit_table=str(tmp_path / "audit"))).execute(
-        [str(cleaned), str(other)])
+    run = BatchVacuum(spark, VacuumOptions(str(inventory), audit_table=str(tmp_path / "audit")),
+                      on_step=clean_up_before_the_first_plan).execute([str(cleaned), str(other)])
 
     tables = by_table(run)
     assert tables["cleaned"].status == "refused" and "vanished while the run planned" in tables["cleaned"].reason

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, TableStatus, check_audit_table, record_kept
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
-from lakeio.delta_write import IncompatibleTable
+from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
@@ -143,9 +143,12 @@ def vacuum(
 class BatchVacuum:
     """One run over many tables: each step a method, the steps timed into the report."""
 
-    def __init__(self, spark: SparkSession, options: VacuumOptions, *, on_step: Callable[[str], None] | None = None):
-        """``on_step`` is told each step's name as it begins (tests hold a run there)."""
+    def __init__(self, spark: SparkSession, options: VacuumOptions, *, on_step: Callable[[str], None] | None = None,
+                 before_commit: BeforeCommit | None = None):
+        """``on_step`` is told each step's name as it begins, ``before_commit`` the table each commit
+        to the audit is about to go into (where tests hold a run, or change what it reads)."""
         self.spark = spark
+        self.before_commit = before_commit
         self.options = options
         self.progress = Steps(spark, log, on_step=on_step)
         check_workers(spark)
@@ -209,7 +212,8 @@ class BatchVacuum:
             if self.options.audit_table:
                 self.progress.begin(STEP_RECORDING, f"recording {self.options.audit_table}")
                 try:
-                    write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes)
+                    write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes,
+                                before_commit=self.before_commit)
                     forget_intent(self.spark, self.options.audit_table, run.run_id)
                 except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
                     run.audit_problems.append(str(unrecorded))
@@ -232,7 +236,8 @@ class BatchVacuum:
         check_audit_table(self.spark, audit)
         prove_writable(self.spark, audit)
         try:
-            recorded = record_kept(self.spark, audit, settle=settler(self.spark, self.options.delete))
+            recorded = record_kept(self.spark, audit, settle=settler(self.spark, self.options.delete),
+                                   before_commit=self.before_commit)
         except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
             run.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
             return

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakeio import uris
 from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
+from lakeio.delta_write import BeforeCommit
 from lakeio.text import human_bytes, shorten
 
 
@@ -156,7 +157,7 @@ class RunReport:
 
 
 def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_ms: int,
-                outcomes: DataFrame | None) -> None:
+                outcomes: DataFrame | None, *, before_commit: BeforeCommit | None = None) -> None:
     """Append the run to the audit table: one row per table (``path`` null, ``action``
     ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
     when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
@@ -164,4 +165,4 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     tables = [RunTable(uris.canonical(t.table), AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours,
                        hashes.get(uris.canonical(t.table))) for t in run.tables]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
-    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day)
+    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit)

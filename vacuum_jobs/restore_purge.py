@@ -44,7 +44,7 @@ from lakeio import catalog, uris
 from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit, record_kept
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
 from lakeio.delta_read import TableNotFound
-from lakeio.delta_write import IncompatibleTable
+from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.references import retention_cutoffs
@@ -203,8 +203,11 @@ def purge(
 class Undo:
     """One action per command: select the deletes from the audit, check each key, act, record."""
 
-    def __init__(self, spark: SparkSession, options: UndoOptions):
+    def __init__(self, spark: SparkSession, options: UndoOptions, *, before_commit: BeforeCommit | None = None):
+        """``before_commit`` is told the table each commit to the audit is about to go into (tests hold a
+        run there)."""
         self.spark = spark
+        self.before_commit = before_commit
         self.options = replace(options, audit_table=catalog.resolve(spark, options.audit_table, must_be_delta=False),
                                tables=None if options.tables is None
                                else [catalog.resolve(spark, t) for t in options.tables])
@@ -299,7 +302,7 @@ class Undo:
     def _append_kept_runs(self, audit: str) -> None:
         """Runs whose own append failed, appended before this one (lakeio.audit_journal)."""
         try:
-            self.audit_problems += record_kept(self.spark, audit).problems
+            self.audit_problems += record_kept(self.spark, audit, before_commit=self.before_commit).problems
         except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
             self.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
 
@@ -356,7 +359,7 @@ class Undo:
         tables = [RunTable(root, table_action, ", ".join(sorted(parts)), None, window, source_run_id=source)
                   for (source, root), parts in sorted(counts.items())]
         append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
-                   outcomes.select(*OUTCOMES.columns, "source_run_id"))
+                   outcomes.select(*OUTCOMES.columns, "source_run_id"), before_commit=self.before_commit)
 
 
 _UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
