@@ -43,7 +43,7 @@ from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
-from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.report import RunReport, RunTables, TableReport, write_audit
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
@@ -154,23 +154,57 @@ class BatchVacuum:
         check_workers(spark)
         self.storage = Storage(spark)
         self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
+        self.started = time.monotonic()  # of the current execute()
 
     def execute(self, tables: Tables) -> RunReport:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
         Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
-        started = time.monotonic()
+        self.started = time.monotonic()
         self.progress.restart()
         self.progress.begin(STEP_INVENTORY, "reading the inventory")
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
-        discover = tables if isinstance(tables, Discover) else None
-        explicit: list[TableTarget] | Database | None = (
-            tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                         inventory_table=uris.to_uri(self.options.inventory_table),
                         inventory_date=None, dry_run=self.options.dry_run)
+        explicit, not_run = self._named(tables, run)
+        inventory = self._ready(run, explicit, not_run, now_ms)
+        all_roots = delta_roots(current_objects(inventory.rows))
+        targets = tables.targets(all_roots) if isinstance(tables, Discover) else explicit or []
+        if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
+            run.tables = not_run
+            raise self._refused(run, _nothing_to_vacuum(tables, all_roots))
+        run_tables = RunTables({t.root: TableReport(t.uri, name=t.name) for t in targets})
+        run.tables = run_tables.reports() + not_run
+        runnable = self._runnable(targets, run_tables)
+        replay, plan = self._read_and_plan(inventory, runnable, run_tables, all_roots, now_ms, run)
+        try:
+            if plan is not None:
+                self._check_plan(plan, run_tables)
+                run.outcomes = self._delete(plan, run_tables, inventory, run.run_id)
+            self._record(run, now_ms)
+        finally:
+            run_ended(run.run_id)
+            # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
+            if plan is not None:
+                plan.release()
+            replay.release()
+        run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
+        return run
+
+    def _refused(self, run: RunReport, reason: str) -> RunRefused:
+        """The whole run refused, its report timed so far."""
+        run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
+        return RunRefused(reason, run)
+
+    def _named(self, tables: Tables, run: RunReport) -> tuple[list[TableTarget] | Database | None, list[TableReport]]:
+        """The tables the run was given, catalog names resolved (None: discovered from the inventory),
+        and the reports of names it will not run. May change the options' tables to their locations;
+        refuses the run for an unknown database or a table named twice."""
+        explicit: list[TableTarget] | Database | None = (
+            tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
         unnamed: dict[str, str] = {}
         passed_by: dict[str, str] = {}
         try:
@@ -181,52 +215,37 @@ class BatchVacuum:
             if explicit is not None:
                 explicit, unnamed, passed_by = resolve_names(self.spark, explicit)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
-            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
-            raise RunRefused(str(refusal), run) from None
-        names_not_run = ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
-                         + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
+            raise self._refused(run, str(refusal)) from None
+        return explicit, ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
+                          + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
+
+    def _ready(self, run: RunReport, explicit: list[TableTarget] | Database | None, not_run: list[TableReport],
+               now_ms: int) -> InventorySnapshot:
+        """The audit table ready to take the run's rows, and the inventory to plan against; the run is
+        refused (each named table with it) when either is not."""
         try:
             if self.options.audit_table:
                 self._ready_audit(run)
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
             run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal), name=t.name)
-                          for t in explicit or []] + names_not_run
-            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
-            raise RunRefused(str(refusal), run) from None
+                          for t in explicit or []] + not_run
+            raise self._refused(run, str(refusal)) from None
         run.inventory_date = inventory.day.isoformat()
-        all_roots = delta_roots(current_objects(inventory.rows))
-        targets = discover.targets(all_roots) if discover else explicit or []
-        if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
-            run.tables = names_not_run
-            run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
-            raise RunRefused(_nothing_to_vacuum(discover, all_roots, tables), run)
-        reports = {t.root: TableReport(t.uri, name=t.name) for t in targets}
-        run.tables = list(reports.values()) + names_not_run
-        runnable = self._runnable(targets, reports)
-        replay, plan = self._read_and_plan(inventory, runnable, reports, all_roots, now_ms, run)
-        try:
-            if plan is not None:
-                self._check_plan(plan, reports)
-                run.outcomes = self._delete(plan, reports, inventory, run.run_id)
-            if self.options.audit_table:
-                self.progress.begin(STEP_RECORDING, f"recording {self.options.audit_table}")
-                try:
-                    write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes,
-                                before_commit=self.before_commit)
-                    forget_intent(self.spark, self.options.audit_table, run.run_id)
-                except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
-                    run.audit_problems.append(str(unrecorded))
-            # Only now that the outcomes are recorded (or kept): a run killed before reads them back.
-            DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
-        finally:
-            run_ended(run.run_id)
-            # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
-            if plan is not None:
-                plan.release()
-            replay.release()
-        run.elapsed_seconds, run.step_seconds = time.monotonic() - started, self.progress.seconds()
-        return run
+        return inventory
+
+    def _record(self, run: RunReport, now_ms: int) -> None:
+        """Append the run to the audit table (kept for the next run when the append fails), then drop
+        the delete journals: a run killed before this point is read back from them."""
+        if self.options.audit_table:
+            self.progress.begin(STEP_RECORDING, f"recording {self.options.audit_table}")
+            try:
+                write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes,
+                            before_commit=self.before_commit)
+                forget_intent(self.spark, self.options.audit_table, run.run_id)
+            except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
+                run.audit_problems.append(str(unrecorded))
+        DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
 
     def _ready_audit(self, run: RunReport) -> None:
         """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
@@ -254,33 +273,34 @@ class BatchVacuum:
         self.progress.begin(STEP_FINDING, f"inventory {inventory.table} as of {inventory.day}")
         return inventory
 
-    def _runnable(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> list[TableTarget]:
+    def _runnable(self, targets: list[TableTarget], run_tables: RunTables) -> list[TableTarget]:
         """Tables disabled in the tables file are skipped; with a trash folder, tables it cannot
         take files from by a rename (another file system, or the trash inside them) are refused."""
         runnable = []
         trash = self.options.delete.trash
         for target in targets:
             if not target.enabled:
-                _set(reports, target.root, TableStatus.SKIPPED, "disabled in the tables file")
+                run_tables.skip(target.root, "disabled in the tables file")
             elif trash and (why := _trash_unusable(uris.canonical(uris.to_uri(trash)), target.root)):
-                _set(reports, target.root, TableStatus.REFUSED, why)
+                run_tables.refuse(target.root, why)
             else:
                 runnable.append(target)
         return runnable
 
-    def _read_logs(self, targets: list[TableTarget], reports: dict[TableRoot, TableReport]) -> Replay:
-        """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once."""
+    def _read_logs(self, targets: list[TableTarget], run_tables: RunTables) -> Replay:
+        """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once. Sets each
+        table's version; refuses a table whose log cannot be read."""
         self.progress.begin(STEP_LOGS, f"reading the logs of {len(targets)} table(s)")
         replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
                            check_paths=False,  # the plan checks them in its pass
                            keep_commits=True)  # the plan reads the actions from the commits the summary parsed
         for root, version in replay.versions.items():
-            reports[root].version = version
+            run_tables[root].version = version
         for root, reason in replay.failures.items():
-            _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
+            run_tables.refuse(root, f"unreadable log: {reason}")
         return replay
 
-    def _apply_gates(self, targets: list[TableTarget], replay: Replay, reports: dict[TableRoot, TableReport],
+    def _apply_gates(self, targets: list[TableTarget], replay: Replay, run_tables: RunTables,
                      now_ms: int) -> list[TablePolicy]:
         """Each table's gates and policy under a guard of its own: a log that parses but says
         something the protocol does not allow refuses that table alone, with the first line of why."""
@@ -290,50 +310,49 @@ class BatchVacuum:
             if state is None:
                 continue  # already refused with its reason
             try:
-                policy = self._gate(target, state, reports, now_ms)
+                policy = self._gate(target, state, run_tables, now_ms)
             except Exception as exc:
-                _set(reports, target.root, TableStatus.REFUSED, f"cannot make sense of its log: {first_line(exc)}")
+                run_tables.refuse(target.root, f"cannot make sense of its log: {first_line(exc)}")
                 continue
             if policy is not None:
                 policies.append(policy)
         return policies
 
-    def _gate(self, target: TableTarget, state: TableState, reports: dict[TableRoot, TableReport],
+    def _gate(self, target: TableTarget, state: TableState, run_tables: RunTables,
               now_ms: int) -> TablePolicy | None:
         """The table's policy, or None when a gate skipped or refused it (said in its report)."""
         root = target.root
         skip = gates.catalog_managed(state)
         if skip:
-            _set(reports, root, TableStatus.SKIPPED, skip)
+            run_tables.skip(root, skip)
             return None
         refusal = gates.unknown_protocol(state)
         if refusal:
-            _set(reports, root, TableStatus.REFUSED, refusal)
+            run_tables.refuse(root, refusal)
             return None
         try:
             table_hours = gates.table_retention_hours(state)
         except ValueError as exc:
-            _set(reports, root, TableStatus.REFUSED, f"delta.deletedFileRetentionDuration: {exc}")
+            run_tables.refuse(root, f"delta.deletedFileRetentionDuration: {exc}")
             return None
         hours = next(h for h in (target.retention_hours, self.options.retention_hours, table_hours) if h is not None)
         if hours < table_hours and self.options.enforce_retention_duration:
-            _set(reports, root, TableStatus.REFUSED,
-                 f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
+            run_tables.refuse(root, f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
                  f"({table_hours:g} h); pass --force-retention to allow it")
             return None
         cutoff = now_ms - int(hours * MS_PER_HOUR)
         try:
             policy = TablePolicy.for_state(state, cutoff)
         except ValueError as exc:
-            _set(reports, root, TableStatus.REFUSED, str(exc))
+            run_tables.refuse(root, str(exc))
             return None
-        report = reports[root]
+        report = run_tables[root]
         report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
         report.dry_run = self.options.dry_run or bool(target.dry_run)
         return policy
 
     def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
-                       reports: dict[TableRoot, TableReport], all_roots: list[TableRoot], now_ms: int,
+                       run_tables: RunTables, all_roots: list[TableRoot], now_ms: int,
                        run: RunReport) -> tuple[Replay, Plan | None]:
         """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
@@ -344,22 +363,22 @@ class BatchVacuum:
         others = [root for root in lake if root not in planned]
         vanished: dict[TableRoot, str] = {}
         while True:
-            replay = self._read_logs(targets, reports)
-            policies = self._apply_gates(targets, replay, reports, now_ms)
+            replay = self._read_logs(targets, run_tables)
+            policies = self._apply_gates(targets, replay, run_tables, now_ms)
             if not policies:
                 return replay, None
             try:
                 references = self._references(replay, self._read_other_logs(others), policies, lake, now_ms)
                 run.references_unknown = {root: why for root, why in (*references.unknown.items(), *vanished.items())}
-                return replay, self._plan(inventory, replay, policies, reports, lake, references)
+                return replay, self._plan(inventory, replay, policies, run_tables, lake, references)
             except Exception as exc:
                 replay.release()
                 lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies] + others)
                 if lost is None:
                     raise
                 why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {first_line(exc)}"
-                if lost in reports:
-                    _set(reports, lost, TableStatus.REFUSED, f"{why}; vacuum it in the next run")
+                if lost in run_tables:
+                    run_tables.refuse(lost, f"{why}; vacuum it in the next run")
                     targets = [t for t in targets if t.root != lost]
                     others.append(lost)  # listed afresh, for the files it needs from the others
                 else:
@@ -389,42 +408,43 @@ class BatchVacuum:
         return references
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
-              reports: dict[TableRoot, TableReport], lake: list[TableRoot], references: References) -> Plan:
+              run_tables: RunTables, lake: list[TableRoot], references: References) -> Plan:
+        """The candidates of every table in one pass. Sets each table's counts, coverage, missing files and
+        the tables referencing it; refuses a table whose log rows the plan cannot read."""
         self.progress.begin(STEP_PLANNING, f"planning {len(policies)} table(s) against the inventory")
-        deleting = any(not reports[p.table_root].dry_run for p in policies)
+        deleting = any(not run_tables[p.table_root].dry_run for p in policies)
         # Cached where anything reads the plan again (the deletes, the audit), so that no log file
         # is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
                            cache=deleting or self.options.audit_table is not None, log_rows=replay.rows,
                            references=references.frame)
         for root, reason in plan.refused.items():
-            _set(reports, root, TableStatus.REFUSED, f"unreadable log: {reason}")
+            run_tables.refuse(root, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
-            report = reports[root]
+            report = run_tables[root]
             report.counts = table_plan.counts
             report.missing = table_plan.missing
             report.coverage = table_plan.coverage
             report.referenced_by = table_plan.referenced_by
         return plan
 
-    def _check_plan(self, plan: Plan, reports: dict[TableRoot, TableReport]) -> None:
+    def _check_plan(self, plan: Plan, run_tables: RunTables) -> None:
         """Refuse tables whose plan cannot be trusted: the inventory does not cover them."""
         for root, table_plan in plan.tables.items():
             coverage = table_plan.coverage
             if coverage is not None and coverage < self.options.min_coverage:
-                _set(reports, root, TableStatus.REFUSED,
-                     f"inventory does not cover this table: it lists {coverage:.0%} of the "
+                run_tables.refuse(root, f"inventory does not cover this table: it lists {coverage:.0%} of the "
                      f"{table_plan.old_live_files} live file(s) written before it was taken")
 
-    def _delete(self, plan: Plan, reports: dict[TableRoot, TableReport],
+    def _delete(self, plan: Plan, run_tables: RunTables,
                 inventory: InventorySnapshot, run_id: str) -> DataFrame | None:
         """Delete (or, in dry runs, only list) the candidates of the tables still pending;
         the outcomes per file, fixed so that deletes never run twice."""
-        pending = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
-        recheck = self._recheck_logs(plan, [root for root in pending if not reports[root].dry_run], reports)
-        return self._delete_rechecked(plan, reports, inventory, recheck, run_id)
+        pending = run_tables.pending(plan.tables)
+        recheck = self._recheck_logs(plan, [root for root in pending if not run_tables[root].dry_run], run_tables)
+        return self._delete_rechecked(plan, run_tables, inventory, recheck, run_id)
 
-    def _recheck_logs(self, plan: Plan, deleting: list[TableRoot], reports: dict[TableRoot, TableReport]) -> Recheck:
+    def _recheck_logs(self, plan: Plan, deleting: list[TableRoot], run_tables: RunTables) -> Recheck:
         """List the logs of the tables about to be deleted in once more; what was committed since
         planning is kept (see recheck), a table whose change we cannot follow deletes nothing."""
         if not deleting:
@@ -432,27 +452,29 @@ class BatchVacuum:
         self.progress.begin(STEP_RECHECK, f"checking {len(deleting)} log(s) again before deleting")
         planned: dict[str, int] = {}
         for root in deleting:
-            version = reports[root].version
+            version = run_tables[root].version
             assert version is not None, root  # a table is planned only after its log was listed
-            planned[reports[root].table] = version
+            planned[run_tables[root].table] = version
         recheck = recheck_logs(self.spark, self.storage, planned)
         for root, reason in recheck.refused.items():
-            _set(reports, root, TableStatus.REFUSED, reason)
+            run_tables.refuse(root, reason)
         if recheck.referenced is not None:
             named = plan.candidates.join(recheck.referenced, ["table_root", "path"], "left_semi")
             for row in named.groupBy("table_root").count().collect():
-                reports[row["table_root"]].counts.named_since_planning_files = row["count"]
+                run_tables[row["table_root"]].counts.named_since_planning_files = row["count"]
         for root, (before, now) in recheck.moved.items():
-            self.progress(f"{reports[root].table} moved from version {before} to {now} since planning")
+            self.progress(f"{run_tables[root].table} moved from version {before} to {now} since planning")
         return recheck
 
-    def _delete_rechecked(self, plan: Plan, reports: dict[TableRoot, TableReport], inventory: InventorySnapshot,
+    def _delete_rechecked(self, plan: Plan, run_tables: RunTables, inventory: InventorySnapshot,
                           recheck: Recheck, run_id: str) -> DataFrame | None:
-        planned = [root for root, r in reports.items() if root in plan.tables and r.status == TableStatus.PENDING]
+        """Delete what the re-check left of the pending tables' candidates (only list them in dry runs).
+        Ends each pending table: dry run, vacuumed or failed, with its delete counts and sample errors."""
+        planned = run_tables.pending(plan.tables)
         if not planned:
             return None
-        deleting = [root for root in planned if not reports[root].dry_run]
-        dry = [root for root in planned if reports[root].dry_run]
+        deleting = [root for root in planned if not run_tables[root].dry_run]
+        dry = [root for root in planned if run_tables[root].dry_run]
         candidates = recheck.without_referenced(of_tables(plan.candidates, planned))
         if any(uris.scheme_of(root) == "s3" for root in deleting):
             candidates = _with_versions(candidates, inventory.rows, self.options.delete.purge_versions)
@@ -463,7 +485,7 @@ class BatchVacuum:
             *[F.lit(None).cast("string").alias(name) for name in ("version_id", "delete_marker_id", "trash_path")]))
         if not deleting:
             for root in dry:
-                reports[root].status = TableStatus.DRY_RUN
+                run_tables[root].status = TableStatus.DRY_RUN
             return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
         targets = of_tables(candidates, deleting)
         if self.options.audit_table:  # read back by the next run, should this one die before it records
@@ -478,17 +500,17 @@ class BatchVacuum:
             F.count(F.coalesce("delete_marker_id", "trash_path")).alias("restorable"),
         ).collect():
             if row["action"] in _DELETE_OUTCOMES:
-                counts = reports[row["table_root"]].counts
+                counts = run_tables[row["table_root"]].counts
                 setattr(counts, f"{row['action']}_files", row["n"])
                 setattr(counts, f"{row['action']}_bytes", row["bytes"])
                 counts.restorable_files += row["restorable"]
         failed = outcomes.where(F.col("action") == AuditAction.FAILED.value)
         for row in failed.limit(ERROR_SAMPLE * max(1, len(deleting))).collect():
-            errors = reports[row["table_root"]].errors
+            errors = run_tables[row["table_root"]].errors
             if len(errors) < ERROR_SAMPLE:
                 errors.append(f"{row['path']}: {row['error']}")
         for root in planned:
-            report = reports[root]
+            report = run_tables[root]
             if report.dry_run:
                 report.status = TableStatus.DRY_RUN
             elif report.counts.failed_files:
@@ -529,16 +551,16 @@ def _trash_unusable(trash: str, root: TableRoot) -> str | None:
     return None
 
 
-def _nothing_to_vacuum(discover: Discover | None, roots: list[TableRoot], tables: Tables) -> str:
+def _nothing_to_vacuum(tables: Tables, roots: list[TableRoot]) -> str:
     """Why a run has no table: the patterns that matched nothing, and a few roots the inventory holds."""
     if isinstance(tables, Database):
         return f"database {tables.name} holds no Delta table"
-    if discover is None:
+    if not isinstance(tables, Discover):
         return "the list of tables to vacuum is empty, or none of its names is a Delta table"
     if not roots:
         return "the inventory shows no Delta table (no key with a _delta_log/ segment)"
-    patterns = ", ".join(f"--include {g!r}" for g in discover.include) or "no --include"
-    excluded = ", ".join(f"--exclude {g!r}" for g in discover.exclude)
+    patterns = ", ".join(f"--include {g!r}" for g in tables.include) or "no --include"
+    excluded = ", ".join(f"--exclude {g!r}" for g in tables.exclude)
     shown = ", ".join(roots[:5]) + (f" and {len(roots) - 5} more" if len(roots) > 5 else "")
     return (f"{patterns}{' with ' + excluded if excluded else ''} matches none of the {len(roots)} Delta table(s) "
             f"the inventory shows: {shown} (patterns match whole table URIs: start them with * or the scheme)")
@@ -563,9 +585,3 @@ class RunRefused(HousekeepingError):
     def __init__(self, message: str, report: RunReport):
         super().__init__(message)
         self.report = report
-
-
-def _set(reports: dict[TableRoot, TableReport], root: str, status: TableStatus, reason: str) -> None:
-    """``root`` is canonical: a key the run's own steps made (replay, plan, recheck)."""
-    report = reports[TableRoot(root)]
-    report.status, report.reason = status, reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import date
 
@@ -12,6 +13,7 @@ from lakeio import uris
 from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
 from lakeio.delta_write import BeforeCommit
 from lakeio.text import human_bytes, shorten
+from lakeio.uris import TableRoot
 
 
 @dataclass
@@ -70,6 +72,39 @@ class TableReport:
 
 
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
+
+
+class RunTables:
+    """A run's tables, each with its report, by canonical root: the state every step of the run reads.
+    A step may refuse or skip a table (its status and why), or fill in what it found; a table still
+    pending goes on to the next step."""
+
+    def __init__(self, reports: Mapping[TableRoot, TableReport]):
+        self._reports = dict(reports)
+
+    def __getitem__(self, root: str) -> TableReport:
+        """``root`` is canonical: a key the run's own steps made (replay, plan, recheck)."""
+        return self._reports[TableRoot(root)]
+
+    def __contains__(self, root: object) -> bool:
+        return root in self._reports
+
+    def reports(self) -> list[TableReport]:
+        return list(self._reports.values())
+
+    def refuse(self, root: str, reason: str) -> None:
+        self._end(root, TableStatus.REFUSED, reason)
+
+    def skip(self, root: str, reason: str) -> None:
+        self._end(root, TableStatus.SKIPPED, reason)
+
+    def pending(self, among: Collection[str]) -> list[TableRoot]:
+        """The tables of ``among`` that no step has ended yet, in the run's order."""
+        return [root for root, report in self._reports.items() if root in among and report.status == TableStatus.PENDING]
+
+    def _end(self, root: str, status: TableStatus, reason: str) -> None:
+        report = self[root]
+        report.status, report.reason = status, reason
 
 
 @dataclass
