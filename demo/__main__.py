@@ -52,7 +52,7 @@ def main() -> int:
     inventory = str(OUTPUT / "tables" / "inventory")
     step(3, "job 1: python -m inventory_etl")
     code = inventory_etl(["--inventory-table", inventory, "--inventory-root", str(OUTPUT / "inventory-destination"),
-                          "--path-root", f"{BUCKET}={bucket_dir}", "--summary-json", str(OUTPUT / "ingest.json")])
+                          "--path-root", f"{BUCKET}={bucket_dir}", "--report", str(OUTPUT / "ingest.json")])
     if code:
         return _fail("ingestion refused a delivery")
 
@@ -71,7 +71,7 @@ def main() -> int:
 
     step(6, "job 2 for real")
     report_file = OUTPUT / "vacuum.json"
-    if vacuum_jobs(common + ["--report", str(report_file)]):
+    if vacuum_jobs(common + ["--apply", "--report", str(report_file)]):
         return _fail("the vacuum refused or failed a table")
 
     step(7, "checking the outcome")

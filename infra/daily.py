@@ -96,13 +96,13 @@ def daily_steps(settings: DailySettings, day: str) -> list[Step]:
     steps = [
         Step("ingest_inventory", submit("inventory_etl", "--inventory-table", settings.inventory_table,
                                         "--inventory-root", settings.inventory_root,
-                                        "--summary-json", f"{reports}/{day}/ingest.json"), False),
+                                        "--report", f"{reports}/{day}/ingest.json"), False),
         Step("vacuum_dry_run", submit("vacuum_jobs", *vacuum, "--dry-run",
                                       "--report", f"{reports}/{day}/vacuum-dry-run.json"), True),
     ]
     if settings.deletes_enabled:
-        steps.append(Step("vacuum", submit("vacuum_jobs", *vacuum, "--report", f"{reports}/{day}/vacuum.json"),
-                          True))
+        steps.append(Step("vacuum", submit("vacuum_jobs", *vacuum, "--apply",
+                                           "--report", f"{reports}/{day}/vacuum.json"), True))
         if settings.undo_window_days is not None:
             steps.append(Step("purge", submit("vacuum_jobs", "purge", "--audit-table", settings.audit_table,
                                               "--older-than-days", f"{settings.undo_window_days:g}", "--apply",

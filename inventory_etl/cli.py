@@ -17,6 +17,7 @@ from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
 from lakeio.cli import add_common_arguments, iso_date, one_line_errors, setup_logging, write_text
+from lakeio.deprecation import warn_old_flags
 from lakeio.inventory import PARTITION_COLUMNS, held_partitions
 from lakeio.spark import get_spark
 from lakeio.storage import Storage
@@ -62,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-days", type=int, metavar="N",
                         help="keep the N newest inventory dates of each bucket and configuration (this run's included) "
                              "and drop their older partitions in the same commit (default: keep every date)")
-    parser.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON to FILE")
+    parser.add_argument("--report", "--summary-json", metavar="FILE.json",
+                        help="also write the run's JSON report here, a local path or a URI (--summary-json is its "
+                             "old name, kept for one release)")
     add_common_arguments(parser)
     return parser
 
@@ -71,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    warn_old_flags(sys.argv[1:] if argv is None else argv, {"--summary-json": "--report"})
     if args.keep_days is not None and args.keep_days < 1:
         parser.error("--keep-days must be at least 1")
     if not args.inventory_root and (args.date or args.source_bucket or args.config_id):
@@ -117,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started
     print(result.summary())
-    if args.summary_json:
-        write_text(spark, args.summary_json, result.to_json() + "\n")
+    if args.report:
+        write_text(spark, args.report, result.to_json() + "\n")
     return 0 if result.ok else 1
 
 

@@ -1,14 +1,16 @@
 """Old spellings of options, accepted for one release with a DeprecationWarning naming the new one.
 
 Renamed keywords are taken by a decorator, so a function's signature (what ``help()`` and an
-editor show) holds the new names only.
+editor show) holds the new names only; an old command-line flag is an alias of its new one, and
+the commands say on stderr that it goes.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,3 +45,10 @@ def renamed_keywords(**old_to_new: Renamed) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+def warn_old_flags(argv: Sequence[str], old_to_new: Mapping[str, str]) -> None:
+    """Say on stderr which old command-line spellings ``argv`` uses (each still works for one release)."""
+    for old, new in old_to_new.items():
+        if any(arg == old or arg.startswith(old + "=") for arg in argv):
+            print(f"warning: {old} is deprecated and goes in the next release: use {new}", file=sys.stderr)

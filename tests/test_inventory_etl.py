@@ -324,9 +324,12 @@ def test_cli_exit_codes_and_summary_json(spark, tmp_path, capsys):
     args = ["--inventory-table", str(tmp_path / "inv"), "--inventory-root", str(root), "--summary-json", str(summary)]
     assert main(args) == 0
     assert json.loads(summary.read_text())["deliveries_ingested"] == 1
-    assert "1 ingested, 0 refused" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "1 ingested, 0 refused" in said.out
+    assert "--summary-json is deprecated and goes in the next release: use --report" in said.err
 
     _md5_mismatch(deliver(root, "bad"))
+    args[-2] = "--report"  # the new name of --summary-json
     assert main(args) == 1
     report = json.loads(summary.read_text())
     assert (report["deliveries_refused"], report["deliveries_skipped"], report["rows"]) == (1, 1, 0)  # "good" is held

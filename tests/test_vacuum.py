@@ -365,6 +365,39 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
         assert usage.value.code == 2 and said in capsys.readouterr().err
 
 
+def test_the_cli_acts_with_apply_plans_with_dry_run_and_warns_when_given_neither(spark, tmp_path, capsys):
+    """One convention for the destructive commands, on the way to "a dry run unless --apply": this release's
+    vacuum still deletes when told neither, and says that it will not."""
+    table = tmp_path / "lake" / "t"
+    for i in range(2):
+        write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    base = ["--inventory-table", inventory, "--table", str(table), "--retention-hours", "0", "--force-retention"]
+    files = lambda: set(table.glob("*.parquet"))  # noqa: E731
+    before = files()
+
+    with pytest.raises(SystemExit) as both:
+        main([*base, "--apply", "--dry-run"])
+    assert both.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert main([*base, "--dry-run"]) == 0 and files() == before
+    assert "without --apply" not in capsys.readouterr().err
+
+    assert main(base) == 0 and len(files()) == len(before) - 1  # deletes, as before this release
+    assert "warning: deleting without --apply: from the next release" in capsys.readouterr().err
+
+    write_deltalake(str(table), pa.table({"id": [9]}), mode="overwrite")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    kept = files()
+    assert main(["--inventory-table", inventory, "--table", str(table), "--retain-hours", "0", "--force-retention",
+                 "--apply"]) == 0
+    assert len(files()) == len(kept) - 1
+    said = capsys.readouterr().err
+    assert "without --apply" not in said and "--retain-hours is deprecated" in said
+    with pytest.raises(SystemExit) as both:
+        main(["restore", "--audit-table", "a", "--run-id", "r", "--apply", "--dry-run"])
+    assert both.value.code == 2
+
+
 def test_an_empty_part_of_a_multi_part_checkpoint_is_read_and_a_zero_byte_part_refuses(spark, tmp_path):
     """Delta writes multi-part checkpoints with more parts than actions (an empty Parquet part); Spark
     passes over a zero-byte file without a word, so only that one says a part went unread."""

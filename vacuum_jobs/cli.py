@@ -25,6 +25,7 @@ from lakeio.cli import (
     report_out,
     setup_logging,
 )
+from lakeio.deprecation import warn_old_flags
 from lakeio.spark import get_spark
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
@@ -66,9 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "--retain-hours is its old name, kept for one release")
     parser.add_argument("--force-retention", action="store_true",
                         help="allow a retention shorter than the table's own setting")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="plan and report; delete nothing (the command deletes without it; "
-                             "the Python API vacuum() deletes only with dry_run=False)")
+    acting = parser.add_mutually_exclusive_group()
+    acting.add_argument("--apply", action="store_true",
+                        help="delete the candidates. Without --apply or --dry-run this release still deletes, "
+                             "with a warning; from the next release the command only plans unless --apply, as "
+                             "restore and purge do (and as the Python API vacuum() does unless dry_run=False)")
+    acting.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
@@ -113,7 +117,9 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
                             help="before erasing, re-check what every Delta table this inventory shows needs "
                                  "(default: every table the audit names)")
     parser.add_argument("--table", action="append", metavar="URI", help="only this table; repeat for several")
-    parser.add_argument("--apply", action="store_true", help="act (default: a dry run saying what would change)")
+    acting = parser.add_mutually_exclusive_group()
+    acting.add_argument("--apply", action="store_true", help="act (default: a dry run saying what would change)")
+    acting.add_argument("--dry-run", action="store_true", help="check and report only (the default)")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
     add_common_arguments(parser)
@@ -180,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.include or args.exclude) and not args.discover:
         parser.error("--include and --exclude go with --discover")
+    warn_old_flags(argv, {"--retain-hours": "--retention-hours"})
+    if not args.apply and not args.dry_run:
+        print("warning: deleting without --apply: from the next release python -m vacuum_jobs only plans unless "
+              "--apply is given (as restore and purge do); pass --apply to keep deleting, --dry-run to plan",
+              file=sys.stderr)
     try:
         delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
                                 endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions,
