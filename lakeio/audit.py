@@ -8,8 +8,9 @@ marker that hides it (``delete_marker_id``); with a trash folder, where the file
 run whose delete they undo or finish (``source_run_id``). A vacuum's table row carries the
 SHA-256 of the table's commit file at the version it planned from (``log_sha256``).
 
-Every row is chained to the one before it by a SHA-256 (``seq``, ``prev_hash``, ``row_hash``;
-see :mod:`lakeio.audit_chain`), so that an edited or deleted row shows.
+Every row is chained to the one before it by a SHA-256 (``seq``, ``prev_hash``, ``row_hash``, and
+``chain_version`` for how it was made; see :mod:`lakeio.audit_chain`), so that an edited or deleted
+row shows.
 
 The columns from ``version_id`` on came later (``LATER_COLUMNS``): a table written before them
 gains them (null in old rows) on its next append, and :func:`read_audit` reads them as null until then.
@@ -39,12 +40,12 @@ AUDIT_COLUMNS = (
     "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
     "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
     "version_id string, delete_marker_id string, trash_path string, source_run_id string, log_sha256 string, "
-    "seq long, prev_hash string, row_hash string"
+    "seq long, prev_hash string, row_hash string, chain_version int"
 )
 AUDIT_PARTITIONS = ("run_date",)
 # Null in rows written before them.
 LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256", "seq", "prev_hash",
-                 "row_hash")
+                 "row_hash", "chain_version")
 
 
 class TableStatus(StrEnum):
@@ -280,4 +281,5 @@ def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:
 
 
 _TYPES = {name: kind for name, kind in (column.split() for column in AUDIT_COLUMNS.split(", "))}
-_UNCHAINED = ", ".join(f"{name} {kind}" for name, kind in _TYPES.items() if name not in ("seq", "prev_hash", "row_hash"))
+_UNCHAINED = ", ".join(f"{name} {kind}" for name, kind in _TYPES.items()
+                       if name not in ("seq", "prev_hash", "row_hash", "chain_version"))

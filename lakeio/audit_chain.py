@@ -1,10 +1,20 @@
 """The audit table's hash chain: an edited, deleted or inserted audit row shows.
 
-Each chained row carries ``row_hash``: the SHA-256 of the previous row's hash, a newline, and the
-row's canonical JSON (the :data:`HASHED_COLUMNS`, keys sorted, timestamps as UTC microseconds,
-dates as ISO days). A run's rows are chained in ``seq`` order (0, 1, ...); its first row names in
-``prev_hash`` the chain's head when the run was appended (the last row of the run before it), or
-:data:`GENESIS` for the first chained run. Verifying recomputes every hash:
+Each chained row carries ``row_hash``, a SHA-256 that folds in the previous row's hash; a run's rows
+are chained in ``seq`` order (0, 1, ...), and its first row names in ``prev_hash`` the chain's head
+when the run was appended (the last row of the run before it), or :data:`GENESIS` for the first
+chained run. ``chain_version`` says how a row's hash was made:
+
+- 2 (what runs write): ``row_hash = SHA-256(prev + "\n" + seq + "\n" + digest)``, where ``prev``
+  is the previous row's hash (``prev_hash`` for row 0) and ``digest`` the SHA-256 of the row's
+  :data:`DIGESTED` columns, each written as its length, a colon and its text, a null as ``-``
+  (text: strings as they are, whole numbers in decimal, timestamps as UTC microseconds, dates as ISO
+  days, ``retention_hours`` as Java's ``%.17g``). The digests are computed on the JVM, in parallel;
+  only the fold over them is sequential.
+- null (rows chained before version 2): ``SHA-256(prev + "\n" + canonical JSON)`` of the
+  :data:`HASHED_COLUMNS`, keys sorted, timestamps as UTC microseconds, dates as ISO days.
+
+Verifying recomputes every hash, of either version:
 
 - an edited row no longer matches its hash;
 - a deleted row leaves a gap in ``seq`` (or, the last row of a run, leaves the next run pointing
@@ -16,24 +26,27 @@ were built from, and ``--verify --head H`` checks it is still there. Rows writte
 existed carry no hash and are counted, not verified. Two runs appending at once both chain to the
 same head: a fork, reported, not a failure.
 
-The chain is computed in one Spark task per run on write (a run's rows in a total order), and in
-one task per run on verify: nothing is collected to the driver but one summary row per run.
+A run is chained in one Spark task (its rows in a total order: by digest), and verified in one task
+per run; nothing is collected to the driver but one summary row per run.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from pyspark.sql import DataFrame, Row
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakeio.times import iso_utc
 
 GENESIS = "0" * 64
+CHAIN_VERSION = 2  # what chain_run writes
 # The columns a row's hash covers. Fixed: a column added to the audit table later must not change the hash of the
 # rows already written (extending this list needs a chain version of its own).
 HASHED_COLUMNS = (
@@ -41,6 +54,8 @@ HASHED_COLUMNS = (
     "inventory_date", "retention_hours", "run_date", "version_id", "delete_marker_id", "trash_path", "source_run_id",
     "log_sha256", "seq", "prev_hash",
 )
+# Version 2 digests these; seq and prev_hash go into the fold itself.
+DIGESTED = tuple(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash"))
 # The newest run is looked for among runs that started this long before the newest run_date.
 _HEAD_LOOKBACK = timedelta(days=7)
 
@@ -84,56 +99,74 @@ class ChainCheck:
 
 def _normalized(rows: DataFrame) -> DataFrame:
     """``rows`` with timestamps as UTC microseconds and dates as ISO days, so that the Python side hashes
-    plain strings and numbers (never a datetime in the worker's local time zone)."""
+    plain strings and numbers (never a datetime in the worker's local time zone): version 1's form."""
     kinds = dict(rows.dtypes)
     return rows.select(*[F.unix_micros(c).alias(c) if kinds[c] == "timestamp"
                          else F.date_format(c, "yyyy-MM-dd").alias(c) if kinds[c] == "date" else F.col(c)
                          for c in rows.columns])
 
 
-def _restored(rows: DataFrame, kinds: dict[str, str]) -> DataFrame:
-    """The inverse of :func:`_normalized`."""
-    return rows.select(*[F.timestamp_micros(c).alias(c) if kind == "timestamp"
-                         else F.col(c).cast(kind).alias(c) for c, kind in kinds.items()])
-
-
 def canonical_of(values: Sequence, at: dict[str, int]) -> str:
-    """A normalized row's canonical JSON over :data:`HASHED_COLUMNS`, given as values and each hashed
-    column's position (a Row's lookup by name scans its fields, which cost more than the hash)."""
+    """A normalized row's canonical JSON over :data:`HASHED_COLUMNS` (version 1), given as values and
+    each hashed column's position (a Row's lookup by name scans its fields, which cost more than the hash)."""
     return json.dumps({name: values[i] for name, i in at.items()}, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False)
 
 
 def link(prev_hash: str, canonical_json: str) -> str:
+    """A version 1 row's hash."""
     return hashlib.sha256(f"{prev_hash}\n{canonical_json}".encode()).hexdigest()
 
 
+def digest(rows: DataFrame) -> Column:
+    """A version 2 row's digest of its :data:`DIGESTED` columns, as a column of ``rows`` (on the JVM)."""
+    kinds = dict(rows.dtypes)
+    parts = []
+    for name in DIGESTED:
+        kind = kinds[name]
+        text = (F.unix_micros(name).cast("string") if kind == "timestamp"
+                else F.date_format(name, "yyyy-MM-dd") if kind == "date"
+                else F.format_string("%.17g", name) if kind == "double"
+                else F.col(name).cast("string"))
+        parts.append(F.when(F.col(name).isNull(), F.lit("-")).otherwise(F.concat(F.length(text).cast("string"), F.lit(":"), text)))
+    return F.sha2(F.concat(*parts), 256)
+
+
+def fold(prev_hash: str, seq: int, row_digest: str) -> str:
+    """A version 2 row's hash."""
+    return hashlib.sha256(f"{prev_hash}\n{seq}\n{row_digest}".encode()).hexdigest()
+
+
+_DIGEST = "_digest"
+
+
 def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
-    """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``) chained after ``head``:
-    in one task, in a total order (every column), so that a re-evaluation hashes alike."""
+    """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``/``chain_version``) chained
+    after ``head`` (version 2): digested where they are, then in one task, ordered by digest (identical
+    rows are interchangeable), numbered and folded. Returns the audit table's columns, in its order."""
     previous = head.row_hash if head else GENESIS
-    staged = rows.withColumn("seq", F.lit(None).cast("long")).withColumn("prev_hash", F.lit(None).cast("string"))
-    kinds = dict(staged.withColumn("row_hash", F.lit(None).cast("string")).dtypes)
-    ordered = _normalized(staged).repartition(1).sortWithinPartitions(
-        *[F.col(c).asc_nulls_first() for c in rows.columns])
-    names = ordered.columns
+    ordered = (rows.withColumn(_DIGEST, digest(rows)).repartition(1).sortWithinPartitions(_DIGEST)
+               .withColumn("seq", F.monotonically_increasing_id())  # one partition: 0, 1, ...
+               .withColumn("prev_hash", F.when(F.col("seq") == 0, F.lit(previous)).cast("string")))
+    names = [*rows.columns, "seq", "prev_hash"]
+    seq_at, digest_at = ordered.columns.index("seq"), ordered.columns.index(_DIGEST)
+    kept_at = [ordered.columns.index(name) for name in names]
 
-    at = {name: names.index(name) for name in HASHED_COLUMNS}
-    seq_at, prev_at = at["seq"], at["prev_hash"]
-
-    def chain(partition: Iterable[Row]) -> Iterator[tuple]:
+    def chain(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         last = previous
-        for seq, row in enumerate(partition):
-            values = list(row)
-            values[seq_at], values[prev_at] = seq, previous if seq == 0 else None
-            last = link(last, canonical_of(values, at))
-            yield (*values, last)
+        for batch in batches:
+            hashes = []
+            for seq, row_digest in zip(batch.column(seq_at).to_pylist(), batch.column(digest_at).to_pylist()):
+                last = fold(last, seq, row_digest)
+                hashes.append(last)
+            yield pa.RecordBatch.from_arrays(
+                [*(batch.column(i) for i in kept_at), pa.array(hashes, pa.string()),
+                 pa.array([CHAIN_VERSION] * len(hashes), pa.int32())],
+                names=[*names, "row_hash", "chain_version"])
 
-    spark = rows.sparkSession
-    normal = dict(ordered.dtypes)
-    schema = ", ".join(f"{n} {normal[n]}" for n in names) + ", row_hash string"
-    # The rows come straight from a frame of this schema: checking each of them again costs more than the hash.
-    return _restored(spark.createDataFrame(ordered.rdd.mapPartitions(chain), schema, verifySchema=False), kinds)
+    kinds = dict(ordered.dtypes)
+    schema = ", ".join(f"{n} {kinds[n]}" for n in names) + ", row_hash string, chain_version int"
+    return ordered.mapInArrow(chain, schema)
 
 
 def chain_head(rows: DataFrame, newest_run_date=None) -> Head | None:
@@ -168,24 +201,45 @@ _FINDINGS_DDL = ("run_id string, seq long, at_ms long, table_root string, path s
 _FINDINGS = tuple(column.split()[0] for column in _FINDINGS_DDL.split(", "))
 
 
-# verify's rows: the hashed columns, then the stored hash.
-_WALKED = (*HASHED_COLUMNS, "row_hash")
-_AT = {name: i for i, name in enumerate(HASHED_COLUMNS)}
-_RUN, _SEQ, _PREV, _STORED, _TIME, _TABLE, _PATH, _ACTION = (
-    _WALKED.index(name) for name in ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "path",
-                                     "action"))
+@dataclass(frozen=True)
+class _Layout:
+    """The columns a version's walk reads, and how it recomputes a row's hash from them."""
+
+    columns: tuple[str, ...]  # run_id, seq, prev_hash, row_hash, timestamp (UTC micros), table_root, path, action, ...
+    hash_of: Callable[[str, Sequence], str]  # (the previous hash, the row's values) -> its hash
+
+    def __getitem__(self, name: str) -> int:
+        return self.columns.index(name)
 
 
-def _walk(partition: Iterable[Row]) -> Iterator[tuple]:
-    """One partition's runs, each in ``seq`` order (normalized rows of :data:`_WALKED`): a row per problem
-    (``problem`` set), then a summary row per run (``rows`` set)."""
+_WHERE = ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "path", "action")
+_V1_AT = {name: i for i, name in enumerate(HASHED_COLUMNS)}
+
+
+def _v1_hash(prev: str, values: Sequence) -> str:
+    return link(prev, canonical_of(values, _V1_AT))
+
+
+def _v2_hash(prev: str, values: Sequence) -> str:
+    return fold(prev, values[1], values[-1])  # seq, digest
+
+
+_V1 = _Layout((*HASHED_COLUMNS, "row_hash"), _v1_hash)
+_V2 = _Layout((*_WHERE, _DIGEST), _v2_hash)
+
+
+def _walk(layout: _Layout, partition: Iterable[Sequence]) -> Iterator[tuple]:
+    """One partition's runs, each in ``seq`` order (rows of ``layout``): a row per problem (``problem``
+    set), then a summary row per run (``rows`` set)."""
+    at_run, at_seq, at_stored, at_prev = layout["run_id"], layout["seq"], layout["row_hash"], layout["prev_hash"]
+    where = [layout[name] for name in _WHERE]
     run: dict | None = None
     for values in partition:
-        run_id, seq, stored, prev = values[_RUN], values[_SEQ], values[_STORED], values[_PREV]
+        run_id, seq, stored, prev = values[at_run], values[at_seq], values[at_stored], values[at_prev]
         if run is None or run["run_id"] != run_id:
             if run is not None:
                 yield tuple(run.get(n) for n in _FINDINGS)
-            run = {**_found(values), "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
+            run = {**_found(values, where), "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
         expected = 0 if run["last_seq"] is None else run["last_seq"] + 1
         if seq > expected:
             problem = f"row(s) {expected}..{seq - 1} of the run before it are missing (deleted)"
@@ -195,36 +249,75 @@ def _walk(partition: Iterable[Row]) -> Iterator[tuple]:
             problem = "the run's first row names no previous hash"
         elif seq != 0 and prev is not None:
             problem = "a row other than the run's first names a previous hash"
-        elif stored != link(prev if seq == 0 else run["last_hash"], canonical_of(values, _AT)):
+        elif stored != layout.hash_of(prev if seq == 0 else run["last_hash"], values):
             problem = "its content does not match its hash (the row was edited)"
         else:
             problem = None
         if problem:
-            yield tuple({**_found(values), "problem": problem}.get(n) for n in _FINDINGS)
+            yield tuple({**_found(values, where), "problem": problem}.get(n) for n in _FINDINGS)
         run.update(last_seq=seq, last_hash=stored, rows=run["rows"] + 1)
     if run is not None:
         yield tuple(run.get(n) for n in _FINDINGS)
 
 
-def _found(values: Sequence) -> dict:
+def _found(values: Sequence, where: Sequence[int]) -> dict:
     """Where a finding is: the row's run, place, time, table and file."""
-    return {"run_id": values[_RUN], "seq": values[_SEQ], "at_ms": (values[_TIME] or 0) // 1000,
-            "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
+    run_id, seq, _, _, micros, table_root, path, action = (values[i] for i in where)
+    return {"run_id": run_id, "seq": seq, "at_ms": (micros or 0) // 1000, "table_root": table_root, "path": path,
+            "action": action}
+
+
+_FINDINGS_ARROW = pa.schema([(name, pa.int64() if kind == "long" else pa.string())
+                             for name, kind in (column.split() for column in _FINDINGS_DDL.split(", "))])
+
+
+def _walk_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`_walk` of version 2 rows over Arrow batches (rows of :data:`_V2`)."""
+    rows = (values for batch in batches for values in zip(*(column.to_pylist() for column in batch.columns)))
+    found = list(_walk(_V2, rows))  # one per run, and one per problem
+    for start in range(0, len(found), 10_000):
+        part = found[start:start + 10_000]
+        yield pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field in
+                                          zip(zip(*part), _FINDINGS_ARROW)], schema=_FINDINGS_ARROW)
+
+
+def _findings(chained: DataFrame, versions: dict[int | None, int]) -> DataFrame:
+    """Every run's summary and every problem row, walked by the version its rows were chained with
+    (``versions``: rows per ``chain_version``)."""
+    spark = chained.sparkSession
+    found = spark.createDataFrame([], _FINDINGS_DDL)
+    if versions.get(None):
+        old = _normalized(chained.where(F.col("chain_version").isNull()).select(*_V1.columns))
+        ordered = old.repartition("run_id").sortWithinPartitions("run_id", "seq")
+        found = found.unionByName(spark.createDataFrame(ordered.rdd.mapPartitions(functools.partial(_walk, _V1)),
+                                                        _FINDINGS_DDL))
+    if versions.get(CHAIN_VERSION):
+        rows = chained.where(F.col("chain_version") == CHAIN_VERSION)
+        walked = rows.select(*[F.unix_micros(c).alias(c) if c == "timestamp" else F.col(c) for c in _WHERE],
+                             digest(rows).alias(_DIGEST))  # digested where the rows are read
+        ordered = walked.repartition("run_id").sortWithinPartitions("run_id", "seq")
+        found = found.unionByName(ordered.mapInArrow(_walk_batches, _FINDINGS_DDL))
+    return found.localCheckpoint(eager=True)
 
 
 def verify(rows: DataFrame, expected_head: str | None = None) -> ChainCheck:
     """Check every chained row of the audit table ``rows`` and the links between runs; ``expected_head``
     (a head an evidence document quoted) must still be a row of the chain."""
-    check = ChainCheck(unchained_rows=rows.where(F.col("row_hash").isNull()).count())
+    kinds = {(r["chained"], r["chain_version"]): r["rows"] for r in rows.groupBy(
+        F.col("row_hash").isNotNull().alias("chained"), "chain_version").agg(F.count(F.lit(1)).alias("rows")).collect()}
+    check = ChainCheck(unchained_rows=sum(n for (chained, _), n in kinds.items() if not chained))
     chained = rows.where(F.col("row_hash").isNotNull())
-    ordered = _normalized(chained.select(*_WALKED)).repartition("run_id").sortWithinPartitions(
-        "run_id", "seq")
-    findings = rows.sparkSession.createDataFrame(ordered.rdd.mapPartitions(_walk), _FINDINGS_DDL).localCheckpoint(
-        eager=True)
+    versions = {version: n for (is_chained, version), n in kinds.items() if is_chained}
+    findings = _findings(chained, versions)
     runs = findings.where(F.col("problem").isNull()).collect()
     check.runs, check.rows_verified = len(runs), sum(r["rows"] for r in runs)
     problems = [(r["at_ms"] or 0, r["run_id"], r["seq"], f"{_named(r)}: {r['problem']}")
                 for r in findings.where(F.col("problem").isNotNull()).collect()]
+    if set(versions) - {None, CHAIN_VERSION}:
+        for r in (chained.where(~F.col("chain_version").isin(CHAIN_VERSION)).groupBy("run_id", "chain_version")
+                  .agg(F.count(F.lit(1)).alias("n"), F.min(F.unix_millis("timestamp")).alias("at_ms")).collect()):
+            problems.append((r["at_ms"], r["run_id"], 0, f"run {r['run_id']}: {r['n']:,} row(s) carry chain version "
+                             f"{r['chain_version']}, which this release cannot verify (written by a newer one?)"))
     ends = {r["last_hash"]: r for r in runs}
     heads = _tips(runs)
     check.head = heads[0] if heads else None

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from demo.lake import build_lake
 from lake_reports.cli import main
 from lakeio import audit_chain
-from lakeio.audit import AUDIT_COLUMNS, AuditAction, RunTable, append_run, read_audit, verify_chain
+from lakeio.audit import AUDIT_COLUMNS, AUDIT_PARTITIONS, AuditAction, RunTable, append_run, read_audit, verify_chain
+from lakeio.delta_write import write_delta
 from lakeio.shapes import OUTCOMES
 from tests.lakes import inventory_of, now_ms, vacuum
 
@@ -112,9 +113,45 @@ def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
 
 
 def _rehash(spark, row: dict, prev: str) -> str:
-    frame = audit_chain._normalized(spark.createDataFrame([row], AUDIT_COLUMNS))
-    at = {name: frame.columns.index(name) for name in audit_chain.HASHED_COLUMNS}
-    return audit_chain.link(prev, audit_chain.canonical_of(frame.collect()[0], at))
+    """The hash a forger gives the edited ``row``, by its own chain version."""
+    frame = spark.createDataFrame([row], AUDIT_COLUMNS)
+    if row["chain_version"] is None:
+        return _v1_hash(spark, frame, prev)
+    return audit_chain.fold(prev, row["seq"], frame.select(audit_chain.digest(frame)).first()[0])
+
+
+def _v1_hash(spark, frame, prev: str) -> str:
+    normal = audit_chain._normalized(frame)
+    at = {name: normal.columns.index(name) for name in audit_chain.HASHED_COLUMNS}
+    return audit_chain.link(prev, audit_chain.canonical_of(normal.collect()[0], at))
+
+
+def test_a_chain_begun_by_an_earlier_release_verifies_across_the_versions(spark, tmp_path):
+    """Rows chained by canonical JSON (chain version 1, ``chain_version`` null) stay verifiable beside
+    this release's digested rows; an edit in either is named."""
+    written = str(tmp_path / "written")
+    _append(spark, written, "run-0", now_ms(), 2)
+    old, prev = [], audit_chain.GENESIS
+    for row in sorted(read_audit(spark, written).collect(), key=lambda r: r["seq"]):
+        row = {**row.asDict(), "chain_version": None, "prev_hash": prev if row["seq"] == 0 else None}
+        prev = _v1_hash(spark, spark.createDataFrame([row], AUDIT_COLUMNS), prev if row["seq"] == 0 else old[-1]["row_hash"])
+        old.append({**row, "row_hash": prev})
+    audit = str(tmp_path / "audit")
+    write_delta(spark.createDataFrame(old, AUDIT_COLUMNS), audit, AUDIT_PARTITIONS,
+                [{"run_date": old[0]["run_date"].isoformat()}], mode="append")
+    _append(spark, audit, "run-1", now_ms() + 60_000, 2)
+
+    rows = read_audit(spark, audit).localCheckpoint(eager=True)
+    check = audit_chain.verify(rows)
+    assert check.ok and (check.runs, check.rows_verified) == (2, 6), check.summary()
+    assert {r["run_id"]: r["chain_version"] for r in rows.collect()} == {"run-0": None, "run-1": audit_chain.CHAIN_VERSION}
+    for run_id in ("run-0", "run-1"):
+        edited = rows.withColumn("path", F.when((F.col("run_id") == run_id) & (F.col("seq") == 1), F.lit("s3://x/y"))
+                                 .otherwise(F.col("path")))
+        problems = audit_chain.verify(edited).problems
+        assert problems[0].startswith(f"run {run_id} row 1 ") and "edited" in problems[0], problems
+    future = rows.withColumn("chain_version", F.when(F.col("run_id") == "run-1", F.lit(3)).otherwise(F.col("chain_version")))
+    assert "carry chain version 3, which this release cannot verify" in audit_chain.verify(future).problems[0]
 
 
 def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_path):
