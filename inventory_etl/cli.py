@@ -16,7 +16,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, iso_date, one_line_errors, setup_logging, write_text
+from lakeio.cli import add_common_arguments, iso_date, one_line_errors, report_out, setup_logging
 from lakeio.deprecation import warn_old_flags
 from lakeio.inventory import PARTITION_COLUMNS, held_partitions
 from lakeio.spark import get_spark
@@ -120,10 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     result = job.execute(manifests)
     result.notes.extend(notes)
     result.elapsed_seconds = time.monotonic() - started
-    print(result.summary())
-    if args.report:
-        write_text(spark, args.report, result.to_json() + "\n")
-    return 0 if result.ok else 1
+    return report_out(spark, result, args.report)
 
 
 def _migrate(spark, source: str, target: str) -> int:

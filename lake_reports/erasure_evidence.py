@@ -341,9 +341,10 @@ class ErasureEvidence:
                              roots).collect():
             tables[row["table_root"]].soft_deletes = True
         runs = audit.where(F.col("path").isNull() & (F.col("action") == AuditAction.TABLE_PURGED.value)).select(
-            "table_root", "run_id", F.unix_millis("timestamp").alias("at_ms"), "retention_hours")
+            "table_root", "run_id", F.unix_millis("timestamp").alias("at_ms"),
+            F.coalesce("undo_window_hours", "retention_hours").alias("window_hours"))  # older purges: retention_hours
         newest: dict[str, Any] = {}
-        for row in runs.groupBy("table_root").agg(F.max_by(F.struct("run_id", "at_ms", "retention_hours"),
+        for row in runs.groupBy("table_root").agg(F.max_by(F.struct("run_id", "at_ms", "window_hours"),
                                                            "at_ms").alias("run")).collect():
             newest[row["table_root"]] = row["run"]
         lake = max(newest.values(), key=lambda run: run["at_ms"], default=None)
@@ -352,7 +353,7 @@ class ErasureEvidence:
             run = newest.get(table.table, lake)
             if table.soft_deletes and run is not None:
                 table.last_purge_run, table.last_purge_run_at = run["run_id"], iso_utc(run["at_ms"])
-                table.undo_window_days = (run["retention_hours"] or 0.0) / 24
+                table.undo_window_days = (run["window_hours"] or 0.0) / 24
                 at_ms[table.table] = run["at_ms"]
         return at_ms
 

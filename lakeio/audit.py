@@ -40,12 +40,12 @@ AUDIT_COLUMNS = (
     "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
     "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
     "version_id string, delete_marker_id string, trash_path string, source_run_id string, log_sha256 string, "
-    "seq long, prev_hash string, row_hash string, chain_version int"
+    "undo_window_hours double, seq long, prev_hash string, row_hash string, chain_version int"
 )
 AUDIT_PARTITIONS = ("run_date",)
 # Null in rows written before them.
-LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256", "seq", "prev_hash",
-                 "row_hash", "chain_version")
+LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256", "undo_window_hours",
+                 "seq", "prev_hash", "row_hash", "chain_version")
 
 
 class TableStatus(StrEnum):
@@ -74,8 +74,8 @@ class AuditAction(StrEnum):
     TABLE_SKIPPED = "table_skipped"
     TABLE_REFUSED = "table_refused"
     TABLE_FAILED = "table_failed"
-    # restore and purge (vacuum_jobs.restore_purge): per file, then one row per table (``retention_hours``
-    # of a purge's table row is its undo window)
+    # restore and purge (vacuum_jobs.restore_purge): per file, then one row per table (a purge's rows carry
+    # its undo window in ``undo_window_hours``; before that column, in ``retention_hours``)
     WOULD_RESTORE = "would_restore"  # a dry run's: the file is as the run left it
     WOULD_PURGE = "would_purge"
     RESTORED = "restored"  # back: the run's delete marker removed, or moved back from the trash
@@ -102,15 +102,17 @@ class RunTable:
     action: AuditAction
     reason: str | None = None
     version: int | None = None  # the table version planned from
-    retention_hours: float | None = None  # a vacuum's retention; a purge's undo window
+    retention_hours: float | None = None  # a vacuum's retention
     log_sha256: str | None = None  # of the table's commit file at ``version``
     source_run_id: str | None = None  # the vacuum run a restore or purge acted on here (default: the append's)
+    undo_window_hours: float | None = None  # a purge's: deletes younger than this stayed restorable
 
     def __post_init__(self) -> None:
         # A whole number of hours (``retention_hours=0``, ``retention_hours: 336`` in a tables file) goes into a
         # double column: Spark refuses a Python int there, after the deletes it would record.
-        if self.retention_hours is not None:
-            object.__setattr__(self, "retention_hours", float(self.retention_hours))
+        for name in ("retention_hours", "undo_window_hours"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
 
 
 def check_audit_table(spark: SparkSession, audit_table: str) -> None:
@@ -149,21 +151,25 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
-          t.retention_hours, started.date(), None, None, None, t.source_run_id or source_run_id, t.log_sha256)
+          t.retention_hours, started.date(), None, None, None, t.source_run_id or source_run_id, t.log_sha256,
+          t.undo_window_hours)
          for t in tables],
         _UNCHAINED)
     if outcomes is not None:
         OUTCOMES.check(outcomes)
         sources = F.col("source_run_id") if "source_run_id" in outcomes.columns else F.lit(source_run_id)
-        per_table = {t.table_root: (t.version, t.retention_hours) for t in tables}  # once per table, whatever the sources
+        per_table = {t.table_root: (t.version, t.retention_hours, t.undo_window_hours)  # once per table, whatever
+                     for t in tables}                                                # the sources
         facts = spark.createDataFrame([(root, *fact) for root, fact in per_table.items()],
-                                      "table_root string, table_version long, retention_hours double")
+                                      "table_root string, table_version long, retention_hours double, "
+                                      "undo_window_hours double")
         rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
             F.lit(run_id).alias("run_id"), "table_root", "table_version", "path", "length",
             "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
             F.lit(inventory_date).cast("date").alias("inventory_date"), "retention_hours",
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
             sources.cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
+            "undo_window_hours",
         ))
     return rows
 

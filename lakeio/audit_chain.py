@@ -9,7 +9,7 @@ chained run. ``chain_version`` says how a row's hash was made:
   is the previous row's hash (``prev_hash`` for row 0) and ``digest`` the SHA-256 of the row's
   :data:`DIGESTED` columns, each written as its length, a colon and its text, a null as ``-``
   (text: strings as they are, whole numbers in decimal, timestamps as UTC microseconds, dates as ISO
-  days, ``retention_hours`` as Java's ``%.17g``). The digests are computed on the JVM, in parallel;
+  days, doubles as Java's ``%.17g``). The digests are computed on the JVM, in parallel;
   only the fold over them is sequential.
 - null (rows chained before version 2): ``SHA-256(prev + "\n" + canonical JSON)`` of the
   :data:`HASHED_COLUMNS`, keys sorted, timestamps as UTC microseconds, dates as ISO days.
@@ -54,8 +54,8 @@ HASHED_COLUMNS = (
     "inventory_date", "retention_hours", "run_date", "version_id", "delete_marker_id", "trash_path", "source_run_id",
     "log_sha256", "seq", "prev_hash",
 )
-# Version 2 digests these; seq and prev_hash go into the fold itself.
-DIGESTED = tuple(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash"))
+# Version 2 digests these (and the columns added with it); seq and prev_hash go into the fold itself.
+DIGESTED = (*(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash")), "undo_window_hours")
 # The newest run is looked for among runs that started this long before the newest run_date.
 _HEAD_LOOKBACK = timedelta(days=7)
 

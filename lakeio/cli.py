@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from datetime import date
+from typing import Protocol
 
 import pyspark
 from pyspark.sql import SparkSession
@@ -95,10 +96,20 @@ def check_report_destination(spark: SparkSession, path: str | None) -> str | Non
     return None
 
 
-def report_out(spark: SparkSession, report, path: str | None) -> int:
-    """Print a run's summary and write its JSON report where asked (``report`` has ``summary()``,
-    ``to_json()`` and ``ok``); the exit status: 0 when it is ok, else 1 (also when the report
-    cannot be written: the summary is out by then)."""
+class RunResult(Protocol):
+    """What every job's result offers its command line: a verdict, a summary and a JSON report."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary(self) -> str: ...
+
+    def to_json(self) -> str: ...
+
+
+def report_out(spark: SparkSession, report: RunResult, path: str | None) -> int:
+    """Print a run's summary and write its JSON report where asked; the exit status: 0 when it is ok,
+    else 1 (also when the report cannot be written: the summary is out by then)."""
     print(report.summary())
     if path:
         try:

@@ -185,6 +185,8 @@ def test_vacuum_restore_purge_round_trip_on_a_versioned_bucket(spark, s3, s3_end
     purge_rows = read_audit(spark, audit).where(F.col("run_id") == purged.run_id).collect()
     assert {r["source_run_id"] for r in purge_rows} == {"vacuum-1", "vacuum-2"}
     assert sorted(r["seq"] for r in purge_rows) == list(range(len(purge_rows)))
+    # The undo window in a column of its own, on the table rows and the file rows alike.
+    assert {(r["undo_window_hours"], r["retention_hours"]) for r in purge_rows} == {(7 * 24.0, None)}
     assert verify_chain(spark, audit).ok, verify_chain(spark, audit).summary()
     assert purged.problems == [f"{by_hand}: version {hidden_old[by_hand]['version_id']} is current again "
                                "(restored outside this tool): not erased"]

@@ -356,7 +356,7 @@ class Undo:
         counts: dict[tuple[str, str], list[str]] = {}
         for row in outcomes.groupBy("source_run_id", "table_root", "action").count().collect():
             counts.setdefault((row["source_run_id"], row["table_root"]), []).append(f"{row['count']:,} {row['action']}")
-        tables = [RunTable(root, table_action, ", ".join(sorted(parts)), None, window, source_run_id=source)
+        tables = [RunTable(root, table_action, ", ".join(sorted(parts)), source_run_id=source, undo_window_hours=window)
                   for (source, root), parts in sorted(counts.items())]
         append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
                    outcomes.select(*OUTCOMES.columns, "source_run_id"), before_commit=self.before_commit)
