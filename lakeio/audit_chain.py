@@ -26,7 +26,7 @@ were built from, and ``--verify --head H`` checks it is still there. Rows writte
 existed carry no hash and are counted, not verified. Two runs appending at once both chain to the
 same head: a fork, reported, not a failure.
 
-A run is chained in one Spark task (its rows in a total order: by digest), and verified in one task
+A run is chained in one Spark task (its rows in a total order: by every column), and verified in one task
 per run; nothing is collected to the driver but one summary row per run.
 """
 
@@ -142,10 +142,11 @@ _DIGEST = "_digest"
 
 def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
     """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``/``chain_version``) chained
-    after ``head`` (version 2): digested where they are, then in one task, ordered by digest (identical
-    rows are interchangeable), numbered and folded. Returns the audit table's columns, in its order."""
+    after ``head`` (version 2): digested where they are, then in one task, in a total order (every
+    column: identical rows are interchangeable), numbered and folded. Returns the audit table's columns, in its order."""
     previous = head.row_hash if head else GENESIS
-    ordered = (rows.withColumn(_DIGEST, digest(rows)).repartition(1).sortWithinPartitions(_DIGEST)
+    ordered = (rows.withColumn(_DIGEST, digest(rows)).repartition(1)
+               .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in rows.columns])
                .withColumn("seq", F.monotonically_increasing_id())  # one partition: 0, 1, ...
                .withColumn("prev_hash", F.when(F.col("seq") == 0, F.lit(previous)).cast("string")))
     names = [*rows.columns, "seq", "prev_hash"]
