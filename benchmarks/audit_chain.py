@@ -49,7 +49,8 @@ def main() -> None:
         F.lit(168.0).alias("retention_hours"), F.lit(started.date()).alias("run_date"),
         F.format_string("v%d", F.col("id")).alias("version_id"), F.format_string("m%d", F.col("id")).alias("delete_marker_id"),
         F.lit(None).cast("string").alias("trash_path"), F.lit(None).cast("string").alias("source_run_id"),
-        F.lit(None).cast("string").alias("log_sha256"))).localCheckpoint(eager=True)
+        F.lit(None).cast("string").alias("log_sha256"), F.lit(None).cast("double").alias("undo_window_hours"),
+    )).localCheckpoint(eager=True)
     partition = [{"run_date": started.date().isoformat()}]
     counter = iter(range(10_000))
 

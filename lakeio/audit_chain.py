@@ -32,15 +32,14 @@ per run; nothing is collected to the driver but one summary row per run.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakeio.times import iso_utc
@@ -202,45 +201,23 @@ _FINDINGS_DDL = ("run_id string, seq long, at_ms long, table_root string, path s
 _FINDINGS = tuple(column.split()[0] for column in _FINDINGS_DDL.split(", "))
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """The columns a version's walk reads, and how it recomputes a row's hash from them."""
-
-    columns: tuple[str, ...]  # run_id, seq, prev_hash, row_hash, timestamp (UTC micros), table_root, path, action, ...
-    hash_of: Callable[[str, Sequence], str]  # (the previous hash, the row's values) -> its hash
-
-    def __getitem__(self, name: str) -> int:
-        return self.columns.index(name)
-
-
-_WHERE = ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "path", "action")
+# Version 1 rows as its walk reads them: the hashed columns (normalized), then the stored hash.
+_V1_WALKED = (*HASHED_COLUMNS, "row_hash")
 _V1_AT = {name: i for i, name in enumerate(HASHED_COLUMNS)}
+_WHERE = ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "path", "action")
+_RUN, _SEQ, _PREV, _STORED, _TIME, _TABLE, _PATH, _ACTION = (_V1_WALKED.index(name) for name in _WHERE)
 
 
-def _v1_hash(prev: str, values: Sequence) -> str:
-    return link(prev, canonical_of(values, _V1_AT))
-
-
-def _v2_hash(prev: str, values: Sequence) -> str:
-    return fold(prev, values[1], values[-1])  # seq, digest
-
-
-_V1 = _Layout((*HASHED_COLUMNS, "row_hash"), _v1_hash)
-_V2 = _Layout((*_WHERE, _DIGEST), _v2_hash)
-
-
-def _walk(layout: _Layout, partition: Iterable[Sequence]) -> Iterator[tuple]:
-    """One partition's runs, each in ``seq`` order (rows of ``layout``): a row per problem (``problem``
-    set), then a summary row per run (``rows`` set)."""
-    at_run, at_seq, at_stored, at_prev = layout["run_id"], layout["seq"], layout["row_hash"], layout["prev_hash"]
-    where = [layout[name] for name in _WHERE]
+def _walk(partition: Iterable[Sequence]) -> Iterator[tuple]:
+    """One partition's version 1 runs, each in ``seq`` order: a row per problem (``problem`` set), then a
+    summary row per run (``rows`` set). :func:`_checked` finds the same for version 2, on the JVM."""
     run: dict | None = None
     for values in partition:
-        run_id, seq, stored, prev = values[at_run], values[at_seq], values[at_stored], values[at_prev]
+        run_id, seq, stored, prev = values[_RUN], values[_SEQ], values[_STORED], values[_PREV]
         if run is None or run["run_id"] != run_id:
             if run is not None:
                 yield tuple(run.get(n) for n in _FINDINGS)
-            run = {**_found(values, where), "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
+            run = {**_found(values), "first_prev": prev if seq == 0 else None, "last_seq": None, "rows": 0}
         expected = 0 if run["last_seq"] is None else run["last_seq"] + 1
         if seq > expected:
             problem = f"row(s) {expected}..{seq - 1} of the run before it are missing (deleted)"
@@ -250,36 +227,55 @@ def _walk(layout: _Layout, partition: Iterable[Sequence]) -> Iterator[tuple]:
             problem = "the run's first row names no previous hash"
         elif seq != 0 and prev is not None:
             problem = "a row other than the run's first names a previous hash"
-        elif stored != layout.hash_of(prev if seq == 0 else run["last_hash"], values):
+        elif stored != link(prev if seq == 0 else run["last_hash"], canonical_of(values, _V1_AT)):
             problem = "its content does not match its hash (the row was edited)"
         else:
             problem = None
         if problem:
-            yield tuple({**_found(values, where), "problem": problem}.get(n) for n in _FINDINGS)
+            yield tuple({**_found(values), "problem": problem}.get(n) for n in _FINDINGS)
         run.update(last_seq=seq, last_hash=stored, rows=run["rows"] + 1)
     if run is not None:
         yield tuple(run.get(n) for n in _FINDINGS)
 
 
-def _found(values: Sequence, where: Sequence[int]) -> dict:
+def _found(values: Sequence) -> dict:
     """Where a finding is: the row's run, place, time, table and file."""
-    run_id, seq, _, _, micros, table_root, path, action = (values[i] for i in where)
-    return {"run_id": run_id, "seq": seq, "at_ms": (micros or 0) // 1000, "table_root": table_root, "path": path,
-            "action": action}
+    return {"run_id": values[_RUN], "seq": values[_SEQ], "at_ms": (values[_TIME] or 0) // 1000,
+            "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
 
 
-_FINDINGS_ARROW = pa.schema([(name, pa.int64() if kind == "long" else pa.string())
-                             for name, kind in (column.split() for column in _FINDINGS_DDL.split(", "))])
-
-
-def _walk_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """:func:`_walk` of version 2 rows over Arrow batches (rows of :data:`_V2`)."""
-    rows = (values for batch in batches for values in zip(*(column.to_pylist() for column in batch.columns)))
-    found = list(_walk(_V2, rows))  # one per run, and one per problem
-    for start in range(0, len(found), 10_000):
-        part = found[start:start + 10_000]
-        yield pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field in
-                                          zip(zip(*part), _FINDINGS_ARROW)], schema=_FINDINGS_ARROW)
+def _checked(rows: DataFrame) -> DataFrame:
+    """:func:`_walk`'s findings for version 2 rows, on the JVM: each row is checked against the row
+    before it in its run (its stored hash and ``seq``), which needs no fold."""
+    run = Window.partitionBy("run_id").orderBy("seq")
+    seq, prev = F.col("seq"), F.col("prev_hash")
+    digested = rows.select(*_WHERE, digest(rows).alias(_DIGEST))  # where the rows are read, before the shuffle
+    before = digested.select("*", F.lag("seq").over(run).alias("seq_before"),
+                             F.lag("row_hash").over(run).alias("hash_before"))
+    expected = F.coalesce(F.col("seq_before") + 1, F.lit(0))
+    linked = F.sha2(F.concat_ws("\n", F.when(seq == 0, prev).otherwise(F.col("hash_before")), seq.cast("string"),
+                                F.col(_DIGEST)), 256)
+    problem = (F.when(seq > expected, F.format_string("row(s) %d..%d of the run before it are missing (deleted)",
+                                                      expected, seq - 1))
+               .when(seq < expected, F.format_string("row %d appears twice", seq))
+               .when((seq == 0) & prev.isNull(), F.lit("the run's first row names no previous hash"))
+               .when((seq != 0) & prev.isNotNull(), F.lit("a row other than the run's first names a previous hash"))
+               .when(~F.col("row_hash").eqNullSafe(linked), F.lit("its content does not match its hash (the row was edited)")))
+    where = [F.col("run_id"), seq, (F.unix_micros("timestamp") / 1000).cast("long").alias("at_ms"), F.col("table_root"),
+             F.col("path"), F.col("action")]
+    problems = before.where(problem.isNotNull()).select(
+        *where, problem.alias("problem"), *[F.lit(None).cast(kind).alias(name) for name, kind in
+                                            (("first_prev", "string"), ("last_hash", "string"), ("last_seq", "long"),
+                                             ("rows", "long"))])
+    first = F.struct(*where)
+    runs = rows.groupBy("run_id").agg(
+        F.min_by(first, seq).alias("first"), F.min_by(prev, seq).alias("prev"), F.min(seq).alias("first_seq"),
+        F.max_by("row_hash", seq).alias("last_hash"), F.max(seq).alias("last_seq"), F.count(F.lit(1)).alias("rows"))
+    summaries = runs.select(
+        *[F.col(f"first.{name}").alias(name) for name in ("run_id", "seq", "at_ms", "table_root", "path", "action")],
+        F.lit(None).cast("string").alias("problem"),
+        F.when(F.col("first_seq") == 0, F.col("prev")).alias("first_prev"), "last_hash", "last_seq", "rows")
+    return problems.unionByName(summaries)
 
 
 def _findings(chained: DataFrame, versions: dict[int | None, int]) -> DataFrame:
@@ -288,16 +284,12 @@ def _findings(chained: DataFrame, versions: dict[int | None, int]) -> DataFrame:
     spark = chained.sparkSession
     found = spark.createDataFrame([], _FINDINGS_DDL)
     if versions.get(None):
-        old = _normalized(chained.where(F.col("chain_version").isNull()).select(*_V1.columns))
+        old = _normalized(chained.where(F.col("chain_version").isNull()).select(*_V1_WALKED))
         ordered = old.repartition("run_id").sortWithinPartitions("run_id", "seq")
-        found = found.unionByName(spark.createDataFrame(ordered.rdd.mapPartitions(functools.partial(_walk, _V1)),
+        found = found.unionByName(spark.createDataFrame(ordered.rdd.mapPartitions(_walk),
                                                         _FINDINGS_DDL))
     if versions.get(CHAIN_VERSION):
-        rows = chained.where(F.col("chain_version") == CHAIN_VERSION)
-        walked = rows.select(*[F.unix_micros(c).alias(c) if c == "timestamp" else F.col(c) for c in _WHERE],
-                             digest(rows).alias(_DIGEST))  # digested where the rows are read
-        ordered = walked.repartition("run_id").sortWithinPartitions("run_id", "seq")
-        found = found.unionByName(ordered.mapInArrow(_walk_batches, _FINDINGS_DDL))
+        found = found.unionByName(_checked(chained.where(F.col("chain_version") == CHAIN_VERSION)))
     return found.localCheckpoint(eager=True)
 
 
