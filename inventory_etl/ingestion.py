@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -100,7 +101,7 @@ class IngestResult:
     def skipped(self) -> list[DeliveryOutcome]:
         return [d for d in self.deliveries if d.status == DeliveryStatus.SKIPPED]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "inventory_table": self.inventory_table,
             "deliveries_ingested": len(self.ingested),
@@ -283,7 +284,7 @@ class IngestInventory:
 
     def _newest_per_partition(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
         """Several deliveries of one (date, bucket, config): the newest goes in, the others are superseded."""
-        newest: dict[tuple, Manifest] = {}
+        newest: dict[tuple[str, ...], Manifest] = {}
         for m in sorted(manifests, key=_delivery_order):
             newest[_partition_key(m)] = m
         for m in manifests:
@@ -346,7 +347,7 @@ class IngestInventory:
                                       f"(--keep-days), all later than {m.inventory_date}")
         return [m for m in manifests if _partition_key(m) not in expired]
 
-    def _held_deliveries(self, partitions: set[tuple[str, str, str]]) -> dict[tuple, str]:
+    def _held_deliveries(self, partitions: set[tuple[str, str, str]]) -> dict[tuple[str, ...], str]:
         """The delivery each of these partitions holds, in one Spark job: the first row of
         each is enough, since a partition only ever holds one delivery."""
         by_day: dict[str, DataFrame] = {}
@@ -431,7 +432,7 @@ class IngestInventory:
                                                        reason=empty))
         return good
 
-    def _row_stats(self, accepted: list[_Accepted]) -> dict[str, dict]:
+    def _row_stats(self, accepted: list[_Accepted]) -> dict[str, dict[str, Any]]:
         """Rows, bytes, unusable rows and objects listed twice, per delivery, in one pass.
 
         Rows are grouped by (delivery number, 64-bit hash of key and version): one shuffle
@@ -455,7 +456,7 @@ class IngestInventory:
         return stats
 
     @staticmethod
-    def _listed_twice(rows: DataFrame) -> dict:
+    def _listed_twice(rows: DataFrame) -> dict[str, Any]:
         """How many rows repeat an object of one delivery, and the first such key with its file."""
         repeated = (rows.where(F.col("key").isNotNull()).groupBy("key", "version_id")
                     .agg(F.count(F.lit(1)).alias("n"), F.first(SOURCE_FILE).alias("file")).where(F.col("n") > 1))
@@ -501,13 +502,13 @@ class IngestInventory:
                                 f"{max(p[0] for p in expired)} (--keep-days {self.keep_days}: the newest dates of "
                                 "each bucket and configuration)")
 
-    def _expired(self, writing: list[tuple]) -> list[tuple]:
+    def _expired(self, writing: list[tuple[str, str, str]]) -> list[tuple[str, ...]]:
         """Partitions (held, or in ``writing``) whose date is not among the ``keep_days`` newest
         dates of their own (bucket, config): a weekly or lagging configuration keeps its own."""
         if self.keep_days is None:
             return []
         held = self._partitions()
-        dates: dict[tuple, set[str]] = {}
+        dates: dict[tuple[str, ...], set[str]] = {}
         for day, bucket, config in held | set(writing):
             dates.setdefault((bucket, config), set()).add(str(day))
         kept = {pair: set(sorted(days)[-self.keep_days:]) for pair, days in dates.items()}
@@ -537,7 +538,8 @@ class IngestInventory:
         result.deliveries.append(self._outcome(manifest, DeliveryStatus.REFUSED, uri=uri, error=str(exc)))
 
     @staticmethod
-    def _outcome(manifest: Manifest | None, status: DeliveryStatus, uri: str | None = None, **extra) -> DeliveryOutcome:
+    def _outcome(manifest: Manifest | None, status: DeliveryStatus, uri: str | None = None,
+                 **extra: Any) -> DeliveryOutcome:
         if manifest is None:
             return DeliveryOutcome(manifest_uri=uri or "", status=status, **extra)
         return DeliveryOutcome(
@@ -564,7 +566,7 @@ def _delivery_folder(manifest_uri: str) -> str:
     return uris.name(uris.parent(manifest_uri))
 
 
-def _delivery_order(manifest: Manifest) -> tuple:
+def _delivery_order(manifest: Manifest) -> tuple[Any, ...]:
     """Delivery folders sort by time; the creation time and the URI break ties."""
     return manifest.delivery_folder, manifest.creation_timestamp or 0, manifest.uri
 

@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, timedelta
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -166,7 +167,7 @@ class ChargebackResult:
 
     def tables(self) -> list[TableCharge]:
         """Per table (and per bucket for untracked objects), largest first."""
-        found: dict[tuple, TableCharge] = {}
+        found: dict[tuple[str, str | None], TableCharge] = {}
         for cell in self.cells:
             charge = found.setdefault((cell.bucket, cell.table), TableCharge(cell.bucket, cell.table))
             charge.objects += cell.objects
@@ -176,7 +177,7 @@ class ChargebackResult:
                                         (charge.objects_by_category, cell.category, cell.objects),
                                         (charge.bytes_by_storage_class, cell.storage_class, cell.bytes)):
                 mapping[key] = mapping.get(key, 0) + value
-        points: dict[tuple, list[TrendPoint]] = defaultdict(list)
+        points: dict[tuple[str, str | None], list[TrendPoint]] = defaultdict(list)
         for point in self.trend:
             points[(point.bucket, point.table)].append(point)
         for owner, charge in found.items():
@@ -187,7 +188,7 @@ class ChargebackResult:
                 charge.growth_bytes_per_day = charge.growth_bytes / days
         return sorted(found.values(), key=lambda t: (-t.bytes, t.bucket, t.table or ""))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "inventory_table": self.inventory_table,
             "inventory_date": self.inventory_date,

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
@@ -135,7 +135,7 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     return sorted(copies, key=lambda c: (c.of, c.path, c.version_id or "")), unknown
 
 
-def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str, dict[str, str]],
+def _classify(row: Row, newest: dict[str, date], roots: list[str], in_logs: dict[str, dict[str, str]],
               deleted: dict[str, str]) -> Copy:
     kind = etag_kind(row["e_tag"], row["encryption_status"], row["is_multipart_uploaded"])
     if row["of_kind"] != kind:  # the original's tag was made otherwise: the weaker of the two stands
@@ -147,7 +147,7 @@ def _classify(row, newest: dict[str, date], roots: list[str], in_logs: dict[str,
                 last.isoformat() if last else None, detail)
 
 
-def holder(row, newest: dict[str, date], owner: str | None, in_logs: dict[str, dict[str, str]],
+def holder(row: Row, newest: dict[str, date], owner: str | None, in_logs: dict[str, dict[str, str]],
             deleted: dict[str, str]) -> tuple[CopyStatus, str]:
     """What holds the copy of ``row`` now (its status), and the detail saying so."""
     last = row["inventory_date"]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from html import escape
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -243,7 +245,7 @@ class ErasureRequest:
                          check.ok, check.rows_verified, check.problems[:20])
 
 
-def _predicate(parameters: dict) -> str | None:
+def _predicate(parameters: dict[str, Any]) -> str | None:
     value = parameters.get("predicate")
     if isinstance(value, str) and value.startswith("["):
         try:
@@ -323,7 +325,7 @@ def render_html(doc: EvidenceDocument) -> str:
     """The document as one self-contained page (no scripts, nothing fetched)."""
     v = doc.verdict
 
-    def rows(items, columns) -> str:
+    def rows(items: Sequence[Any], columns: Sequence[str]) -> str:
         head = "".join(f"<th>{escape(c)}</th>" for c in columns)
         body = "".join("<tr>" + "".join(f"<td>{escape(str(getattr(i, c) if getattr(i, c) is not None else ''))}</td>"
                                         for c in columns) + "</tr>" for i in items)

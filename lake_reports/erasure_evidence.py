@@ -256,7 +256,8 @@ class ErasureEvidence:
         except InventoryUnavailable as exc:
             raise ErasureError(str(exc)) from None
 
-    def _questions(self, paths, commits, roots: list[str], report: ErasureReport) -> list[Question]:
+    def _questions(self, paths: Sequence[str], commits: Sequence[CommitQuestion], roots: list[str],
+                   report: ErasureReport) -> list[Question]:
         found = []
         for path in paths:
             canonical = uris.canonical(uris.to_uri(path))

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NewType
+from typing import TYPE_CHECKING, NewType
 from urllib.parse import unquote
+
+if TYPE_CHECKING:  # Spark is imported where a column is built
+    from pyspark.sql import Column
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _S3_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -109,7 +112,7 @@ def decode_log_path(path: str) -> str:
 
 # Spark column twins of the functions above, for paths that live in DataFrames.
 
-def canonical_col(column):
+def canonical_col(column: Column) -> Column:
     """Spark expression equal to :func:`canonical` for URIs that carry a scheme.
 
     It runs on every inventory row, so the spellings S3 Inventory and ``to_uri`` write

@@ -88,7 +88,7 @@ class VacuumOptions:
 
 VacuumOptions.__init__ = renamed_keywords(  # type: ignore[method-assign]
     retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))(VacuumOptions.__init__)
-Tables = Sequence[str | os.PathLike | TableTarget] | Database | Discover
+Tables = Sequence[str | os.PathLike[str] | TableTarget] | Database | Discover
 
 
 @renamed_keywords(retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))
@@ -199,12 +199,13 @@ class BatchVacuum:
         run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
         return RunRefused(reason, run)
 
-    def _named(self, tables: Tables, run: RunReport) -> tuple[list[TableTarget] | Database | None, list[TableReport]]:
+    def _named(self, tables: Tables, run: RunReport) -> tuple[list[TableTarget] | None, list[TableReport]]:
         """The tables the run was given, catalog names resolved (None: discovered from the inventory),
         and the reports of names it will not run. May change the options' tables to their locations;
         refuses the run for an unknown database or a table named twice."""
-        explicit: list[TableTarget] | Database | None = (
+        given: list[TableTarget] | Database | None = (
             tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
+        explicit: list[TableTarget] | None = None
         unnamed: dict[str, str] = {}
         passed_by: dict[str, str] = {}
         try:
@@ -212,14 +213,14 @@ class BatchVacuum:
                                    audit_table=self.options.audit_table and catalog.resolve(
                                        self.spark, self.options.audit_table, must_be_delta=False))
             run.inventory_table = uris.to_uri(self.options.inventory_table)
-            if explicit is not None:
-                explicit, unnamed, passed_by = resolve_names(self.spark, explicit)
+            if given is not None:
+                explicit, unnamed, passed_by = resolve_names(self.spark, given)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
             raise self._refused(run, str(refusal)) from None
         return explicit, ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
                           + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
 
-    def _ready(self, run: RunReport, explicit: list[TableTarget] | Database | None, not_run: list[TableReport],
+    def _ready(self, run: RunReport, explicit: list[TableTarget] | None, not_run: list[TableReport],
                now_ms: int) -> InventorySnapshot:
         """The audit table ready to take the run's rows, and the inventory to plan against; the run is
         refused (each named table with it) when either is not."""

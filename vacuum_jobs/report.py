@@ -6,6 +6,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import date
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -132,7 +133,7 @@ class RunReport:
         return not self.references_unknown and not self.audit_problems and not any(
             t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, int]:
         """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table
         refused or skipped, even after planning, deletes nothing, so its candidates are not the run's."""
         acted = [t for t in self.tables if t.status in ACTED_ON]
@@ -142,7 +143,7 @@ class RunReport:
             totals[f"tables_{status}"] = sum(1 for t in self.tables if t.status == status)
         return totals
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "outcomes"}
         doc["tables"] = [asdict(t) for t in self.tables]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)

@@ -71,7 +71,7 @@ class Database:
     name: str
 
 
-def as_targets(tables: Sequence[str | os.PathLike | TableTarget]) -> list[TableTarget]:
+def as_targets(tables: Sequence[str | os.PathLike[str] | TableTarget]) -> list[TableTarget]:
     """Table URIs or catalog names (or targets with their own settings), checked for duplicates."""
     if isinstance(tables, (str, bytes)) or not isinstance(tables, (list, tuple)):
         raise TargetsError(f"tables must be a list of table URIs or names, a Database(...) or a Discover(...), "
