@@ -1,10 +1,12 @@
-"""What a user's code and editor see of the project: one error root for everything it raises on purpose."""
+"""What a user's code and editor see of the project: one error root for everything it raises on purpose,
+and a Layout in README that names every module."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,21 @@ def test_old_option_names_still_work_for_one_release_and_say_so():
     assert [t.retention_hours for t in from_file("tables.yaml", spec)] == [12]
     with pytest.raises(TargetsError, match="retention_hours and its old name retain_hours"):
         from_file("tables.yaml", spec + "  retention_hours: 12\n")
+
+
+def test_the_readme_layout_names_every_module_under_its_folder():
+    """One line per module in README's Layout: a module added without its line fails here."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    block = text[text.index("## Layout"):].split("```")[1]
+    named, folder = set(), None
+    for line in block.splitlines():
+        if line and not line.startswith(" "):
+            folder = line.split()[0]
+        elif line.strip() and line.split()[0].endswith(".py"):
+            named.add(f"{folder}{line.split()[0]}")
+    on_disk = {str(path.relative_to(root)) for package in ("lakeio", "inventory_etl", "vacuum_jobs", "lake_reports",
+                                                           "infra", "demo", "benchmarks")
+               for path in (root / package).rglob("*.py") if path.name not in ("__init__.py", "__main__.py")}
+    assert on_disk - named == set(), "modules the Layout does not name"
+    assert named - on_disk == set(), "the Layout names modules that do not exist"
