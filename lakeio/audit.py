@@ -158,8 +158,8 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
     if outcomes is not None:
         OUTCOMES.check(outcomes)
         sources = F.col("source_run_id") if "source_run_id" in outcomes.columns else F.lit(source_run_id)
-        per_table = {t.table_root: (t.version, t.retention_hours, t.undo_window_hours)  # once per table, whatever
-                     for t in tables}                                                # the sources
+        # Once per table, whatever the sources.
+        per_table = {t.table_root: (t.version, t.retention_hours, t.undo_window_hours) for t in tables}
         facts = spark.createDataFrame([(root, *fact) for root, fact in per_table.items()],
                                       "table_root string, table_version long, retention_hours double, "
                                       "undo_window_hours double")

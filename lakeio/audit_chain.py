@@ -127,7 +127,8 @@ def digest(rows: DataFrame) -> Column:
                 else F.date_format(name, "yyyy-MM-dd") if kind == "date"
                 else F.format_string("%.17g", name) if kind == "double"
                 else F.col(name).cast("string"))
-        parts.append(F.when(F.col(name).isNull(), F.lit("-")).otherwise(F.concat(F.length(text).cast("string"), F.lit(":"), text)))
+        parts.append(F.when(F.col(name).isNull(), F.lit("-"))
+                     .otherwise(F.concat(F.length(text).cast("string"), F.lit(":"), text)))
     return F.sha2(F.concat(*parts), 256)
 
 
@@ -142,7 +143,8 @@ _DIGEST = "_digest"
 def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
     """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``/``chain_version``) chained
     after ``head`` (version 2): digested where they are, then in one task, in a total order (every
-    column: identical rows are interchangeable), numbered and folded. Returns the audit table's columns, in its order."""
+    column: identical rows are interchangeable), numbered and folded. Returns the audit table's columns,
+    in its order."""
     previous = head.row_hash if head else GENESIS
     ordered = (rows.withColumn(_DIGEST, digest(rows)).repartition(1)
                .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in rows.columns])
@@ -260,9 +262,10 @@ def _checked(rows: DataFrame) -> DataFrame:
                .when(seq < expected, F.format_string("row %d appears twice", seq))
                .when((seq == 0) & prev.isNull(), F.lit("the run's first row names no previous hash"))
                .when((seq != 0) & prev.isNotNull(), F.lit("a row other than the run's first names a previous hash"))
-               .when(~F.col("row_hash").eqNullSafe(linked), F.lit("its content does not match its hash (the row was edited)")))
-    where = [F.col("run_id"), seq, (F.unix_micros("timestamp") / 1000).cast("long").alias("at_ms"), F.col("table_root"),
-             F.col("path"), F.col("action")]
+               .when(~F.col("row_hash").eqNullSafe(linked),
+                     F.lit("its content does not match its hash (the row was edited)")))
+    at_ms = F.coalesce(F.floor(F.unix_micros("timestamp") / 1000), F.lit(0)).cast("long")  # as _found has it
+    where = [F.col("run_id"), seq, at_ms.alias("at_ms"), F.col("table_root"), F.col("path"), F.col("action")]
     problems = before.where(problem.isNotNull()).select(
         *where, problem.alias("problem"), *[F.lit(None).cast(kind).alias(name) for name, kind in
                                             (("first_prev", "string"), ("last_hash", "string"), ("last_seq", "long"),
