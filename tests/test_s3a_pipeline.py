@@ -35,6 +35,7 @@ from tests.conftest import JARS
 from tests.lakes import now_ms, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
+from vacuum_jobs.batch_vacuum import STEP_PLANNING, BatchVacuum, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.restore_purge import purge, restore
 
@@ -277,3 +278,43 @@ def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_o
     assert (answer["status"], answer["run_id"]) == ("soft_deleted", run.run_id), answer
     [worst] = _json(s3, evidence)["tables"]
     assert worst["over_deadline"] and "not bounded" in worst["problem"], worst
+
+
+def test_a_log_file_cleaned_up_while_the_run_plans_refuses_its_table_alone_on_the_s3_api(spark, s3, tmp_path):
+    """test_vacuum_safety's case over the S3 API: a writer commits, checkpoints and removes its old log
+    files between the run's summary read and its plan. What S3A raises for the vanished file is told
+    apart by its class (lakeio.spark.is_missing_file), so that table alone is refused."""
+    lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
+    for bucket in (lake, housekeeping):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=lake, VersioningConfiguration={"Status": "Enabled"})
+    cleaned, other = f"s3://{lake}/warehouse/cleaned", f"s3://{lake}/warehouse/other"
+    for i in range(3):
+        write_deltalake(cleaned, pa.table({"id": [i]}), mode="append")
+    DeltaTable(cleaned).create_checkpoint()  # version 2
+    write_deltalake(cleaned, pa.table({"id": [3]}), mode="append")  # version 3: the run reads checkpoint 2, then 3
+    for i in range(2):
+        write_deltalake(other, pa.table({"id": [i]}), mode="overwrite")
+    inventory = f"s3a://{housekeeping}/tables/inventory"
+    manifest = _deliver(s3, tmp_path / "dest", lake, housekeeping, _objects(s3, lake, aged_days=10),
+                        datetime.now(timezone.utc) - timedelta(hours=1))
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    cleaned_up = []
+
+    def clean_up_before_the_first_plan(step: str) -> None:
+        if step == STEP_PLANNING and not cleaned_up:
+            write_deltalake(cleaned, pa.table({"id": [4]}), mode="append")  # version 4
+            DeltaTable(cleaned).create_checkpoint()
+            for listed in s3.list_objects_v2(Bucket=lake, Prefix="warehouse/cleaned/_delta_log/")["Contents"]:
+                name = listed["Key"].rsplit("/", 1)[1]
+                if name[:20].isdigit() and int(name[:20]) <= 3:
+                    s3.delete_object(Bucket=lake, Key=listed["Key"])
+            cleaned_up.append(True)
+
+    run = BatchVacuum(spark, VacuumOptions(inventory, retention_hours=0, enforce_retention_duration=False),
+                      on_step=clean_up_before_the_first_plan).execute(["s3a" + t.removeprefix("s3") for t in (cleaned, other)])
+
+    tables = {t.table.rsplit("/", 1)[1]: t for t in run.tables}
+    assert cleaned_up and tables["cleaned"].status == "refused", (tables["cleaned"].status, tables["cleaned"].reason)
+    assert "vanished while the run planned" in tables["cleaned"].reason
+    assert tables["other"].status == "dry_run" and tables["other"].counts.candidate_files == 1, tables["other"]
