@@ -1,6 +1,7 @@
 """Job 1 throughput: ingestion rows/second next to a bare Spark Parquet read+write of the same reports.
 
     python -m benchmarks.ingest_throughput [--rows 2000000] [--rounds 3] [--workdir DIR]
+    python -m benchmarks.ingest_throughput --orc [--jvm-zone America/New_York] [--rows 10000000]
 
 The ratio (ingestion time / bare copy time) is the figure: it is what checksums,
 validation, normalization and the Delta commit cost on top of moving the bytes. The
@@ -8,6 +9,11 @@ Spark write of the contract's rows alone (no check, no commit) is printed too: t
 for any ingestion that writes the table DESIGN.md fixes. The four run in turn, round after
 round, each keeping its fastest (benchmarks.timing). The fastest MD5-verified ingestion is
 split into its steps, timed by the job's own progress lines.
+
+``--orc`` instead times the ingestion of one delivery in ORC against the same rows in Parquet
+(both MD5-verified, in turn): what reading ORC and turning its wall clocks back into UTC
+instants costs. That correction does its work only where the executors' JVM zone is not UTC,
+so ``--jvm-zone`` starts this process's JVM in another zone.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
+from pyspark.sql import SparkSession
+
 from benchmarks.timing import best_in_turn
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.manifest import parse_manifest
 from inventory_etl.producer import InventoryObject, write_delivery
-from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
+from inventory_etl.reports import PROBLEM, SOURCE_FILE, executors_zone, read_report, to_contract
 from lakeio import uris
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.spark import get_spark
@@ -31,7 +39,7 @@ from lakeio.spark import get_spark
 STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "INTELLIGENT_TIERING")
 
 
-def make_delivery(workdir: str, rows: int) -> str:
+def make_delivery(workdir: str, rows: int, file_format: str = "Parquet") -> str:
     t0 = 1_760_000_000_000
     objects = (
         InventoryObject(
@@ -43,8 +51,37 @@ def make_delivery(workdir: str, rows: int) -> str:
         )
         for i in range(rows)
     )
-    return write_delivery(os.path.join(workdir, "dest"), "bench-bucket", "daily", objects,
-                          datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc), rows_per_file=250_000)
+    return write_delivery(os.path.join(workdir, "dest"), "bench-bucket", file_format.lower(), objects,
+                          datetime(2026, 11, 21, 1, 0, tzinfo=timezone.utc), file_format=file_format,
+                          rows_per_file=250_000)
+
+
+def ingest_once(spark: SparkSession, inventory: str, manifest: str, verify: bool = True) -> dict[str, float]:
+    """Its steps' seconds (the result's own), into a table of its own: a table that holds the
+    delivery already skips it."""
+    result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
+    if result.refused:
+        raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
+    if not result.ingested:
+        raise SystemExit("benchmark delivery was not ingested")
+    return result.step_seconds
+
+
+def run_orc(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> dict:
+    """One delivery's rows in ORC and in Parquet, each ingested (MD5 verified) in turn."""
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-ingest-orc-")
+    manifests = {fmt: make_delivery(workdir, rows, fmt) for fmt in ("Parquet", "ORC")}
+    spark = get_spark("bench-ingest-orc")
+    zone = executors_zone(spark)
+    tables = iter(range(1_000_000))
+    def ingest(fmt: str) -> dict[str, float]:
+        return ingest_once(spark, os.path.join(workdir, f"inventory-{next(tables)}"), manifests[fmt])
+
+    timed = best_in_turn(rounds, {"Parquet": lambda: ingest("Parquet"), "ORC": lambda: ingest("ORC")})
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {"rows": rows, "jvm_zone": zone, "parquet_s": timed["Parquet"][0], "orc_s": timed["ORC"][0],
+            "ratio_orc": timed["ORC"][0] / timed["Parquet"][0], "orc_steps_s": timed["ORC"][1],
+            "parquet_steps_s": timed["Parquet"][1]}
 
 
 def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> dict:
@@ -53,7 +90,7 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
     manifest = make_delivery(workdir, rows)
     generated = time.monotonic() - started
     spark = get_spark("bench-ingest")
-    data = os.path.join(workdir, "dest", "bench-bucket", "daily", "data")
+    data = os.path.join(workdir, "dest", "bench-bucket", "parquet", "data")
 
     tables = iter(range(1_000_000))
 
@@ -67,15 +104,7 @@ def run(rows: int = 2_000_000, workdir: str | None = None, rounds: int = 3) -> d
         rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(os.path.join(workdir, "contract-copy"))
 
     def ingest(verify: bool) -> dict[str, float]:
-        """Its steps' seconds (the result's own). A table of its own each time: a table that holds the
-        delivery already skips it."""
-        inventory = os.path.join(workdir, f"inventory-{next(tables)}")
-        result = IngestInventory(spark, inventory, verify_checksums=verify).execute([manifest])
-        if not result.ingested:
-            raise SystemExit("benchmark delivery was not ingested")
-        if result.refused:
-            raise SystemExit(f"benchmark delivery was refused: {result.refused[0].error}")
-        return result.step_seconds
+        return ingest_once(spark, os.path.join(workdir, f"inventory-{next(tables)}"), manifest, verify)
 
     timed = best_in_turn(rounds, {"bare": bare_copy, "contract": contract_write, "ingest": lambda: ingest(True),
                                   "ingest_no_md5": lambda: ingest(False)})
@@ -104,7 +133,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir")
+    parser.add_argument("--orc", action="store_true", help="time an ORC delivery against the same rows in Parquet")
+    parser.add_argument("--jvm-zone", help="the JVM's default time zone (user.timezone), for --orc")
     args = parser.parse_args()
+    if args.jvm_zone:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options -Duser.timezone={args.jvm_zone} pyspark-shell"
+    if args.orc:
+        orc = run_orc(args.rows, args.workdir, args.rounds)
+        print(f"cores: {os.cpu_count()}  rows: {orc['rows']:,}  executors' JVM zone: {orc['jvm_zone']}")
+        print(f"ingestion of the Parquet delivery  {orc['parquet_s']:7.1f} s  ({step_times(orc['parquet_steps_s'])})")
+        print(f"ingestion of the ORC delivery      {orc['orc_s']:7.1f} s  ({step_times(orc['orc_steps_s'])})")
+        print(f"ratio ORC / Parquet                {orc['ratio_orc']:7.2f}")
+        return
     figures = run(args.rows, args.workdir, args.rounds)
     print(f"cores: {os.cpu_count()}  rows: {figures['rows']:,}")
     print(f"bare Spark Parquet read+write   {figures['bare_parquet_copy_s']:7.1f} s  {figures['bare_rows_per_s']:12,.0f} rows/s")

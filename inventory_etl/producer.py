@@ -148,7 +148,7 @@ def _encode(table: pa.Table, fields, file_format: str) -> bytes:
             table.schema.get_field_index("last_modified_date"), "last_modified_date",
             table["last_modified_date"].cast(pa.timestamp("ms")),
         )
-        orc.write_table(naive, buffer)
+        orc.write_table(naive, buffer, compression="zlib")  # the ORC library's own default codec
     else:
         buffer.write(gzip.compress(_csv_lines(table, fields).encode("utf-8")))
     return buffer.getvalue()

@@ -61,10 +61,20 @@ def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) ->
     typed = {name: _typed(f"`{name}`", name, df.schema[name].dataType)
              for name in manifest.columns if name in REPORT_FIELDS}
     shifted = [n for n in manifest.wall_clock_fields if n in typed and isinstance(df.schema[n].dataType, TimestampType)]
-    if shifted:
-        df = df.withColumn(_JVM_ZONE, F.expr("reflect('java.time.ZoneId', 'systemDefault')"))  # once per row
-        typed.update({n: _utc_wall_clock(typed[n], F.col(_JVM_ZONE)) for n in shifted})
-    return _with_problems(df.select(*[c.alias(n) for n, c in typed.items()], SOURCE_FILE), manifest, [])
+    df = df.select(*[c.alias(n) for n, c in typed.items()], SOURCE_FILE)
+    if not shifted:
+        return _with_problems(df, manifest, [])
+    zone = executors_zone(spark)
+    if zone not in _UTC_NAMES:
+        for name in shifted:
+            df = _utc_wall_clock(df, name, zone)
+    # Each row's own executor reads its ORC in its own zone: a row read elsewhere than in ``zone``
+    # was corrected by the wrong rules, so it refuses its delivery rather than land shifted.
+    df = df.withColumn(_JVM_ZONE, F.expr("reflect('java.time.ZoneId', 'systemDefault')"))
+    other_zone = (F.col(_JVM_ZONE) != F.lit(zone),
+                  F.concat(F.lit("read by an executor whose JVM zone is "), F.col(_JVM_ZONE),
+                           F.lit(f", not {zone} as the others: give every executor one -Duser.timezone")))
+    return _with_problems(df, manifest, [other_zone]).drop(_JVM_ZONE)
 
 
 _JVM_ZONE = "_jvm_zone"
@@ -72,28 +82,49 @@ _HOURS_3 = 3 * 3_600_000
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "Etc/GMT", "UCT", "Etc/UCT", "Universal", "Zulu")
 
 
-def _utc_wall_clock(read: Column, zone: Column) -> Column:
-    """The instant whose UTC wall clock ORC read as ``read`` in the JVM's ``zone``.
+def executors_zone(spark: SparkSession) -> str:
+    """The JVM default zone of an executor, which ORC's reader reads wall clocks in (one-row job)."""
+    [row] = spark.range(1).selectExpr("reflect('java.time.ZoneId', 'systemDefault')").collect()
+    return str(row[0])
+
+
+def _utc_wall_clock(df: DataFrame, name: str, zone: str) -> DataFrame:
+    """``df`` with column ``name`` turned into the instant whose UTC wall clock ORC read in ``zone``.
 
     ORC's reader maps a wall clock ``u`` to ``u - offset(u)``, or, where that lands across a
     zone transition, to ``u - offset(u - offset(u))``. Inverted: of the candidates
     ``read + offset(read + d)``, d being 0 and ±3 h (either side of any transition), the ones
     ORC maps back onto ``read``. Only in the hour before a spring-forward transition does
     ORC map two wall clocks onto one reading; there the later is taken, so that a file never
-    looks older than it is (run executors with ``-Duser.timezone=UTC`` to be exact there too)."""
-    def ms(c: Column) -> Column:
-        return F.unix_millis(c)
+    looks older than it is (run executors with ``-Duser.timezone=UTC`` to be exact there too).
 
+    Each step is a column of its own, so that Spark computes each offset once a row: nested
+    into one expression, the candidates repeat their offsets some hundred times a row."""
     def offset(c: Column) -> Column:
-        return ms(F.from_utc_timestamp(c, zone)) - ms(c)
+        return F.unix_millis(F.from_utc_timestamp(c, zone)) - F.unix_millis(c)
 
-    def orc_reading(u: Column) -> Column:
-        first = F.timestamp_millis(ms(u) - offset(u))
-        return F.when(offset(first) == offset(u), first).otherwise(F.timestamp_millis(ms(u) - offset(first)))
+    def at(millis: Column) -> Column:
+        return F.timestamp_millis(millis)
 
-    candidates = [F.timestamp_millis(ms(read) + offset(F.timestamp_millis(ms(read) + d))) for d in (0, _HOURS_3, -_HOURS_3)]
-    latest = F.greatest(*[F.when(ms(orc_reading(c)) == ms(read), c) for c in candidates])
-    return F.when(zone.isin(*_UTC_NAMES) | read.isNull(), read).otherwise(F.coalesce(latest, candidates[0]))
+    read, ms = F.col(name), F.unix_millis(F.col(name))
+    steps = [f"_{name}_{step}{i}" for step in ("k", "c", "o", "f", "p") for i in range(3)]
+    k, c, o, f, p = (steps[i:i + 3] for i in range(0, 15, 3))
+    stages = [
+        {k[i]: offset(at(ms + d)) for i, d in enumerate((0, _HOURS_3, -_HOURS_3))},
+        # the candidates, each once: away from a transition all three are one, and a null costs nothing
+        {c[0]: at(ms + F.col(k[0])),
+         c[1]: F.when(F.col(k[1]) != F.col(k[0]), at(ms + F.col(k[1]))),
+         c[2]: F.when((F.col(k[2]) != F.col(k[0])) & (F.col(k[2]) != F.col(k[1])), at(ms + F.col(k[2])))},
+        {o[i]: offset(F.col(c[i])) for i in range(3)},
+        {f[i]: at(F.unix_millis(F.col(c[i])) - F.col(o[i])) for i in range(3)},  # ORC's first reading
+        {p[i]: offset(F.col(f[i])) for i in range(3)},
+    ]
+    for stage in stages:
+        df = df.select("*", *[column.alias(step) for step, column in stage.items()])
+    readings = [F.when(F.col(p[i]) == F.col(o[i]), F.col(f[i])).otherwise(at(F.unix_millis(F.col(c[i])) - F.col(p[i])))
+                for i in range(3)]
+    latest = F.greatest(*[F.when(F.unix_millis(r) == ms, F.col(c[i])) for i, r in enumerate(readings)])
+    return df.withColumn(name, F.when(read.isNull(), read).otherwise(F.coalesce(latest, F.col(c[0])))).drop(*steps)
 
 
 def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> DataFrame:

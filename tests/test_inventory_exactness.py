@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import functions as F
 
 from inventory_etl.cli import main
 from inventory_etl.ingestion import IngestInventory
@@ -414,3 +415,70 @@ def test_an_object_two_configurations_list_differently_takes_the_newest_delivery
     rows = read_inventory(spark, str(tmp_path / "inv")).collect()
     assert len(rows) == len(AWKWARD_OBJECTS)
     assert {(r["storage_class"], r["config_id"]) for r in rows} == {("GLACIER", "aa-daily")}
+
+
+# Zones whose rules move the clock by an hour, by half an hour (Lord Howe), at odd offsets (Kathmandu,
+# Chatham), southern summers, and Morocco's Ramadan shifts.
+TRANSITION_ZONES = ["America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Kathmandu",
+                    "Pacific/Chatham", "America/Santiago", "Africa/Casablanca", "America/St_Johns"]
+
+
+def _wall_clocks_around_transitions(zone: str) -> list[int]:
+    """UTC instants (ms) every 10 minutes within 6 hours of each of ``zone``'s transitions in 2025-2026,
+    plus a sparse sample of the rest of those years: each ORC file's wall clocks, as S3 writes UTC's."""
+    from zoneinfo import ZoneInfo
+
+    tz, hour = ZoneInfo(zone), 3_600_000
+    start = int(datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    offsets = [(start + h * hour, datetime.fromtimestamp((start + h * hour) / 1000, tz).utcoffset())
+               for h in range(0, 2 * 365 * 24)]
+    changes = [at for (at, before), (_, after) in zip(offsets, offsets[1:]) if before != after]
+    around = {c + m * 600_000 for c in changes for m in range(-36, 37)}
+    return sorted(around | {start + d * 86_400_000 + 37_000 for d in range(0, 730, 7)})
+
+
+@pytest.mark.parametrize("zone", TRANSITION_ZONES)
+def test_orc_wall_clocks_read_in_any_zone_are_the_utc_instants_s3_wrote(spark, tmp_path, zone):
+    """A generator over each zone's transitions: every ORC reading turns back into the instant S3 wrote;
+    where ORC's reader maps two wall clocks onto one reading, into the later of them (never older)."""
+    from inventory_etl.manifest import parse_manifest
+    from inventory_etl.reports import read_report
+    from lakeio import uris
+
+    instants = _wall_clocks_around_transitions(zone)
+    objects = [InventoryObject(f"k/{i}", 1, ms) for i, ms in enumerate(instants)]
+    manifest = deliver(tmp_path / "dest", "src", objects=objects, fmt="ORC")
+    delivery = parse_manifest(uris.to_uri(str(manifest)), manifest.read_bytes(), None)
+    jvm = spark.sparkContext._jvm
+    zones = jvm.java.util.TimeZone
+    before = zones.getDefault()
+    zones.setDefault(zones.getTimeZone(zone))  # local mode: the executors' JVM is this one
+    try:
+        rows = read_report(spark, delivery).select("key", "_problem", (F.unix_millis("last_modified_date")).alias("ms"))
+        raw = spark.read.orc([str(f) for f in data_files(manifest)]).select(
+            "key", F.unix_millis("last_modified_date").alias("r"))
+        got = {r["key"]: (r["ms"], r["_problem"], r["r"]) for r in rows.join(raw, "key").collect()}
+    finally:
+        zones.setDefault(before)
+    assert zones.getDefault().getID() == before.getID()
+    written = {o.key: o.last_modified_ms for o in objects}
+    latest_per_reading: dict[int, int] = {}
+    for key, (_, _, reading) in got.items():
+        latest_per_reading[reading] = max(latest_per_reading.get(reading, 0), written[key])
+    assert len(got) == len(objects) and not any(problem for _, problem, _ in got.values())
+    wrong = {key: (ms, written[key]) for key, (ms, _, reading) in got.items() if ms != latest_per_reading[reading]}
+    assert not wrong, f"{zone}: {len(wrong)} of {len(got)}, e.g. {sorted(wrong.items())[:3]}"
+    blind = sum(1 for key, (ms, _, _) in got.items() if ms != written[key])
+    assert blind <= len(got) // 10  # only spring-forward hours are blind
+
+
+def test_an_orc_delivery_read_in_another_zone_than_the_executors_is_refused_by_name(spark, tmp_path, monkeypatch):
+    """Each row is checked against the zone its correction assumed: a row read elsewhere refuses the delivery."""
+    from inventory_etl import reports
+
+    manifest = deliver(tmp_path / "dest", fmt="ORC")
+    monkeypatch.setattr(reports, "executors_zone", lambda spark: "Asia/Kolkata")  # as if read by another executor
+    result = ingest(spark, tmp_path / "inv", [manifest])
+    [refused] = result.refused
+    assert "JVM zone is" in refused.error and "not Asia/Kolkata" in refused.error and ".orc" in refused.error
+    assert not (tmp_path / "inv").exists() or not rows_of(tmp_path / "inv")
