@@ -1,9 +1,10 @@
 """Reports over the inventory table and the vacuum audit: storage chargeback per Delta
 table, and erasure evidence (when a file was physically deleted, and how long it can take).
 
-``chargeback(spark, inventory_table)``, ``erasure(spark, audit_table, inventory_table)``, and
+``chargeback(spark, inventory_table)``, ``erasure(spark, audit_table, inventory_table)``,
 ``erasure_request(spark, commit, request_id, audit_table, inventory_table)`` for one request's
-evidence document.
+evidence document, and ``erasure_requests(spark, requests, audit_table, inventory_table)`` for
+many in one pass.
 """
 
 from lake_reports.charges import (
@@ -16,7 +17,14 @@ from lake_reports.charges import (
 )
 from lake_reports.copies import CopyStatus, EtagKind
 from lake_reports.erasure_decision import ErasureStatus
-from lake_reports.erasure_document import ErasureRequest, EvidenceDocument, VerdictStatus, erasure_request
+from lake_reports.erasure_document import (
+    ErasureRequest,
+    EvidenceDocument,
+    RequestBatch,
+    VerdictStatus,
+    erasure_request,
+    erasure_requests,
+)
 from lake_reports.erasure_evidence import (
     CommitQuestion,
     ErasureError,
@@ -30,6 +38,6 @@ from lakeio.errors import HousekeepingError
 __all__ = [
     "ChargeCategory", "Chargeback", "ChargebackError", "ChargebackOptions", "ChargebackResult", "CommitQuestion",
     "CopyStatus", "ErasureError", "ErasureEvidence", "ErasureOptions", "ErasureReport", "ErasureRequest",
-    "ErasureStatus", "EtagKind", "EvidenceDocument", "HousekeepingError", "VerdictStatus", "chargeback", "erasure",
-    "erasure_request",
+    "ErasureStatus", "EtagKind", "EvidenceDocument", "HousekeepingError", "RequestBatch", "VerdictStatus",
+    "chargeback", "erasure", "erasure_request", "erasure_requests",
 ]

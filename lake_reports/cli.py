@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     erasure.add_argument("--deadline-days", type=float, default=ErasureOptions.deadline_days, metavar="D",
                          help="flag tables whose worst-case time to erasure exceeds this (default: %(default)g)")
     erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
-    erasure.add_argument("--request-id", metavar="REQ",
-                         help="with one --commit: write the request's evidence document (JSON and HTML) to --out")
+    erasure.add_argument("--request-id", action="append", default=[], metavar="REQ",
+                         help="write the request's evidence document (JSON and HTML) to --out; repeat, one per "
+                              "--commit, paired in order: the requests of one run share one read of the lake")
     erasure.add_argument("--out", default=".", metavar="DIR",
                          help="with --request-id: a local folder for erasure-REQ.json and .html (default: %(default)s)")
     add_common_arguments(erasure)
@@ -127,10 +128,11 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if not sep or not table or not version.isdigit():
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
-    if args.request_id is not None:
-        if len(commits) != 1 or args.path or args.report:
-            parser.error("--request-id documents one --commit (no --path, no --report: the document goes to --out)")
-        return request_document(args, options, commits[0])
+    if args.request_id:
+        if len(commits) != len(args.request_id) or args.path or args.report:
+            parser.error("each --request-id documents the --commit in its place (as many of each; no --path, "
+                         "no --report: the documents go to --out)")
+        return request_documents(args, options, list(zip(args.request_id, commits)))
     setup_logging(args.log_level)
     spark = get_spark("lake_reports.erasure", args.master)
     try:
@@ -155,20 +157,24 @@ def verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0 if check.ok else 1
 
 
-def request_document(args: argparse.Namespace, options: ErasureOptions, commit: CommitQuestion) -> int:
+def request_documents(args: argparse.Namespace, options: ErasureOptions,
+                      requests: list[tuple[str, CommitQuestion]]) -> int:
     setup_logging(args.log_level)
     spark = get_spark("lake_reports.erasure_request", args.master)
     try:
-        document = ErasureRequest(spark, options).document(commit, args.request_id)
+        batch = ErasureRequest(spark, options).documents(requests)
     except (ErasureError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
-    base = os.path.join(args.out, document.file_name())
-    with open(base + ".json", "w") as out:
-        out.write(document.to_json() + "\n")
-    with open(base + ".html", "w") as out:
-        out.write(document.to_html())
-    print(document.summary())
-    print(f"wrote {base}.json, {base}.html")
-    return 0 if document.ok else 1
+    for document in batch.documents:
+        base = os.path.join(args.out, document.file_name())
+        with open(base + ".json", "w") as out:
+            out.write(document.to_json() + "\n")
+        with open(base + ".html", "w") as out:
+            out.write(document.to_html())
+        print(document.summary())
+        print(f"wrote {base}.json, {base}.html")
+    for request_id, reason in batch.refused.items():
+        print(f"error: request {request_id}: {reason}", file=sys.stderr)
+    return 0 if batch.ok else 1

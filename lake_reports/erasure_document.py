@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from html import escape
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lake_reports import copies as lake_copies
 from lake_reports.copies import CopyStatus, EtagKind
@@ -26,7 +27,7 @@ from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, ErasureStatu
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions, Gathered
 from lakeio import audit_chain
 from lakeio.delta_read import partitions, read_delta
-from lakeio.deltalog.commits import UnreadableCommit, read_commit
+from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.text import StrEnum
 from lakeio.times import MS_PER_HOUR, iso_utc
@@ -134,6 +135,18 @@ class EvidenceDocument:
         return "erasure-" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.request_id)
 
 
+@dataclass
+class RequestBatch:
+    """The documents of one run of erasure requests, in the order asked, and the requests refused."""
+
+    documents: list[EvidenceDocument]
+    refused: dict[str, str] = field(default_factory=dict)  # request id -> why it has no document
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and all(d.ok for d in self.documents)
+
+
 def erasure_request(
     spark: SparkSession,
     commit: CommitQuestion,
@@ -161,14 +174,42 @@ def erasure_request(
         The :class:`EvidenceDocument`, with its verdict (``done``, ``on_track`` or ``at_risk``).
 
     Raises:
-        ErasureError: the audit or inventory table cannot be read.
+        ErasureError: the audit or inventory table cannot be read, or the commit removed nothing or cannot be read.
     """
     options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
     return ErasureRequest(spark, options).document(commit, request_id)
 
 
+def erasure_requests(
+    spark: SparkSession,
+    requests: Sequence[tuple[str, CommitQuestion]],
+    audit_table: str,
+    inventory_table: str,
+    *,
+    deadline_days: float = ErasureOptions.deadline_days,
+    tables: list[str] | None = None,
+    now_ms: int | None = None,
+) -> RequestBatch:
+    """The evidence documents of many erasure requests, from one read of the audit, the inventory and the logs.
+
+    Args:
+        spark: the session to run in.
+        requests: (request id, commit) pairs; the ids must be distinct.
+        audit_table, inventory_table, deadline_days, tables, now_ms: as :func:`erasure_request`'s.
+
+    Returns:
+        The :class:`RequestBatch`: a document per request, and each request refused (its commit
+        removed nothing or cannot be read) with the reason.
+
+    Raises:
+        ErasureError: the audit or inventory table cannot be read.
+    """
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
+    return ErasureRequest(spark, options).documents(requests)
+
+
 class ErasureRequest:
-    """One action: the evidence of the commit's files, their copies, the chain, the verdict."""
+    """One action: the evidence of the commits' files, their copies, the chain, a verdict per request."""
 
     def __init__(self, spark: SparkSession, options: ErasureOptions):
         self.spark = spark
@@ -176,24 +217,67 @@ class ErasureRequest:
         self.options = self.evidence.options  # with catalog names resolved
 
     def document(self, commit: CommitQuestion, request_id: str) -> EvidenceDocument:
-        if not request_id.strip():
+        """The one request's document; ErasureError where its commit is refused."""
+        batch = self.documents([(request_id, commit)])
+        if batch.refused:
+            raise ErasureError(batch.refused[request_id])
+        return batch.documents[0]
+
+    def documents(self, requests: Sequence[tuple[str, CommitQuestion]]) -> RequestBatch:
+        """Every request's document: one gathering of the evidence, one search for copies, one chain check."""
+        ids = [request_id for request_id, _ in requests]
+        if any(not request_id.strip() for request_id in ids):
             raise ValueError("request_id must not be empty")
-        commit = self.evidence.named(commit)
-        try:
-            record = read_commit(self.evidence.storage, commit.table, commit.version)
-        except UnreadableCommit as exc:
-            raise ErasureError(str(exc)) from None
-        gathered = self.evidence.gather(commits=[commit])
-        if gathered.report.refused:
-            raise ErasureError("; ".join(gathered.report.refused))
-        at_ms = record.timestamp_ms
-        before = self._before(commit)
+        if len(set(ids)) != len(ids):
+            raise ValueError("request ids must be distinct: " + ", ".join(sorted({i for i in ids if ids.count(i) > 1})))
+        batch = RequestBatch([])
+        records: dict[str, CommitRecord] = {}
+        for request_id, commit in requests:
+            try:
+                records[request_id] = self._removing(self.evidence.named(commit))
+            except UnreadableCommit as exc:
+                batch.refused[request_id] = str(exc)
+        if not records:
+            return batch
+        commits = sorted({CommitQuestion(r.table, r.version) for r in records.values()}, key=lambda c: (c.table, c.version))
+        # A file given a deletion vector still holds the rows, and so does every copy of it.
+        asked = {request_id: sorted(r.removed) for request_id, r in records.items()}
+        audit = self.evidence.read_audit()
+        with ThreadPoolExecutor(max_workers=2) as pool:  # the chain's check beside all the rest
+            chain = pool.submit(self._chain, audit)
+            gathered = self.evidence.read(commits=commits, audit=audit)
+            since = {request_id: self._copies_since(r, gathered.now_ms) for request_id, r in records.items()}
+            try:
+                if gathered.report.refused:  # a log file that went between the two reads
+                    raise ErasureError("; ".join(gathered.report.refused))
+                searched = pool.submit(self._copies, gathered, sorted({p for paths in asked.values() for p in paths}),
+                                       min(since.values()))
+                self.evidence.answer(gathered)
+                (found, unsearched), head = searched.result(), chain.result()
+            finally:
+                gathered.replay.release()
         answers = {a.path: a for a in gathered.report.answers}
+        for request_id, record in records.items():
+            mine = set(asked[request_id])
+            copies = [c for c in found if c.of in mine
+                      and (c.last_listed is None or date.fromisoformat(c.last_listed) >= since[request_id])]
+            batch.documents.append(self._document(request_id, record, gathered, answers, copies,
+                                                  [p for p in unsearched if p in mine], head))
+        return batch
+
+    def _removing(self, commit: CommitQuestion) -> CommitRecord:
+        """The commit's record; UnreadableCommit where it removed no file."""
+        record = read_commit(self.evidence.storage, commit.table, commit.version)
+        if not record.removed:
+            raise UnreadableCommit(f"{record.log_file}: commit {commit.version} removed no files")
+        return record
+
+    def _document(self, request_id: str, record: CommitRecord, gathered: Gathered, answers: dict[str, FileAnswer],
+                  found: list[lake_copies.Copy], unsearched: list[str], head: ChainHead) -> EvidenceDocument:
+        at_ms = record.timestamp_ms
+        before = self._before(CommitQuestion(record.table, record.version))
         removed = [self._removed(answers[p]) for p in sorted(record.removed) if p not in record.deletion_vectors]
         vectors = [self._vector(answers[p], rows, record.table) for p, rows in sorted(record.deletion_vectors.items())]
-        # A file given a deletion vector still holds the rows, and so does every copy of it.
-        found, unsearched = self._copies(gathered, [f.path for f in removed] + [v.path for v in vectors], at_ms)
-        head = self._chain(gathered)
         table = gathered.tables[record.table]
         start_ms = at_ms or gathered.now_ms  # the deadline runs from the commit
         deadline_ms = start_ms + int(self.options.deadline_days * 24 * MS_PER_HOUR)
@@ -221,10 +305,12 @@ class ErasureRequest:
         return DeletionVectorAdded(answer.path, rows, answer.status, answer.detail,
                                    f"REORG TABLE delta.`{table}` APPLY (PURGE), then a vacuum past the retention")
 
-    def _copies(self, gathered: Gathered, asked: list[str], at_ms: int | None) -> tuple[list[lake_copies.Copy], list[str]]:
-        if not asked:
-            return [], []
-        since = date.fromisoformat(iso_utc(at_ms or gathered.now_ms)[:10]) - COPY_LOOKBACK
+    @staticmethod
+    def _copies_since(record: CommitRecord, now_ms: int) -> date:
+        """The first inventory date searched for copies of what ``record`` removed."""
+        return date.fromisoformat(iso_utc(record.timestamp_ms or now_ms)[:10]) - COPY_LOOKBACK
+
+    def _copies(self, gathered: Gathered, asked: list[str], since: date) -> tuple[list[lake_copies.Copy], list[str]]:
         inventory = self.options.inventory_table
         newest: dict[str, date] = {}
         recent: set[date] = set()
@@ -238,8 +324,8 @@ class ErasureRequest:
                                        gathered.audit)
 
     @staticmethod
-    def _chain(gathered: Gathered) -> ChainHead:
-        check = audit_chain.verify(gathered.audit)
+    def _chain(audit: DataFrame) -> ChainHead:
+        check = audit_chain.verify(audit)
         head = check.head
         return ChainHead(head.row_hash if head else None, head.run_id if head else None, head.seq if head else None,
                          check.ok, check.rows_verified, check.problems[:20])

@@ -41,6 +41,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -154,16 +155,30 @@ class ErasureReport:
 
 
 @dataclass
+class _Facts:
+    """What the audit, the logs and the inventory say of the asked files, by path."""
+
+    trail: dict[str, list[AuditEntry]] = field(default_factory=lambda: defaultdict(list))
+    in_log: dict[str, list[LogEntry]] = field(default_factory=lambda: defaultdict(list))
+    listed: set[str] = field(default_factory=set)
+    versions: dict[str, Versions] = field(default_factory=dict)
+
+
+@dataclass
 class Gathered:
-    """An evidence report and what it was built from."""
+    """An evidence report and what it is built from: read first (:meth:`ErasureEvidence.read`),
+    then answered (:meth:`ErasureEvidence.answer`), which fills ``tables`` and the report."""
 
     report: ErasureReport
-    tables: dict[str, TableErasure]  # every table read, by canonical root
     audit: DataFrame
     snapshot: InventorySnapshot
+    inventory: DataFrame  # the newest inventory's current objects
+    questions: list[Question]
+    scope: list[str]  # the tables the report bounds
     replay: Replay
     roots: list[str]  # the tables whose logs were read
     now_ms: int
+    tables: dict[str, TableErasure] = field(default_factory=dict)  # every table read, by canonical root
 
 
 def erasure(
@@ -214,36 +229,59 @@ class ErasureEvidence:
         self.storage = Storage(spark)
 
     def execute(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> ErasureReport:
-        return self.gather(paths, commits).report
+        gathered = self.read(paths, commits)
+        try:
+            return self.answer(gathered).report
+        finally:
+            gathered.replay.release()
 
-    def gather(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> Gathered:
-        """The report, and what it was built from (for an erasure request's document)."""
+    def read(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = (),
+             audit: DataFrame | None = None) -> Gathered:
+        """The audit (``audit``, where the caller read it already: :meth:`read_audit`), the newest
+        inventory, the questions and the logs, not yet answered. The logs' actions stay persisted for
+        every question asked of them: ``Gathered.replay.release()`` when done."""
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         self.progress.restart()
         self.progress.begin("the audit and the inventory", "reading the audit and the newest inventory")
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         commits = [self.named(c) for c in commits]
-        audit = self._read_audit()
+        audit = self.read_audit() if audit is None else audit
         snapshot = self._newest_inventory()
         inventory = current_objects(one_row_per_object(snapshot.rows))
-        known_roots = sorted(set(delta_roots(inventory))
-                             | {r["table_root"] for r in audit.select("table_root").distinct().collect()})
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            audited = pool.submit(lambda: {r["table_root"] for r in audit.select("table_root").distinct().collect()})
+            known_roots = sorted(set(delta_roots(inventory)) | audited.result())
         scope = ([uris.canonical(uris.to_uri(t)) for t in self.options.tables]
                  if self.options.tables is not None else known_roots)
         questions = self._questions(paths, commits, sorted(set(known_roots) | set(scope)), report)
         roots = sorted(set(scope) | {q.table for q in questions if q.table})
         replay = self._replay_logs(roots)
-        tables = self._tables(roots, replay, audit, now_ms)
-        report.tables = [tables[r] for r in scope]
-        report.answers = self._answers(questions, tables, replay, audit, inventory, snapshot, now_ms)
+        return Gathered(report, audit, snapshot, inventory, questions, scope, replay, roots, now_ms)
+
+    def answer(self, gathered: Gathered) -> Gathered:
+        """``gathered`` with its tables bounded and its questions answered.
+
+        The queries that do not depend on each other's answers run as concurrent Spark jobs: each
+        is small, and most of its time is the driver planning it."""
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            tables = pool.submit(self._tables, gathered.roots, gathered.replay, gathered.audit, gathered.now_ms)
+            facts = self._facts(gathered.questions, gathered.replay, gathered.audit, gathered.inventory,
+                                gathered.snapshot)
+            gathered.tables = tables.result()
+        report = gathered.report
+        report.tables = [gathered.tables[r] for r in gathered.scope]
+        report.answers = [decide(q, gathered.tables.get(q.table) if q.table else None, facts.trail[q.path],
+                                 facts.in_log[q.path], q.path in facts.listed, gathered.snapshot.day, gathered.now_ms,
+                                 facts.versions.get(q.path)) for q in gathered.questions]
         report.step_seconds = self.progress.seconds()
-        return Gathered(report, tables, audit, snapshot, replay, roots, now_ms)
+        return gathered
 
     def named(self, commit: CommitQuestion) -> CommitQuestion:
         """``commit`` with a catalog name for its table resolved to the table's location."""
         return CommitQuestion(catalog.resolve(self.spark, commit.table), commit.version)
 
-    def _read_audit(self) -> DataFrame:
+    def read_audit(self) -> DataFrame:
+        """The audit table as it is now; ErasureError where there is none."""
         try:
             return read_audit(self.spark, self.options.audit_table)
         except TableNotFound:
@@ -280,7 +318,7 @@ class ErasureEvidence:
 
     def _replay_logs(self, roots: list[str]) -> Replay:
         self.progress.begin("reading the logs", f"replaying {len(roots)} log(s)")
-        return read_unsure_too(self.spark, self.storage, roots)
+        return read_unsure_too(self.spark, self.storage, roots, persist_files=True)  # read again by each question
 
     def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
         tables = {root: TableErasure(root) for root in roots}
@@ -295,8 +333,15 @@ class ErasureEvidence:
                   .groupBy("table_root").agg(F.max_by(F.struct(
                       "run_id", F.unix_millis("timestamp").alias("at_ms"), "inventory_date", "retention_hours"),
                       "timestamp").alias("run")))
+        vectors = replay.files.where((F.col("kind") == "add") & F.col("dv_storage_type").isNotNull()).groupBy(
+            "table_root").agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+                              F.sum("dv_cardinality").alias("rows"))
+        with ThreadPoolExecutor(max_workers=2) as pool:  # four small queries at once
+            newest_job, vector_job = pool.submit(of_tables(newest, roots).collect), pool.submit(vectors.collect)
+            purge_at_ms = self._purges(tables, audit, roots)
+            newest_rows, vector_rows = newest_job.result(), vector_job.result()
         run_at_ms: dict[str, int] = {}
-        for row in of_tables(newest, roots).collect():
+        for row in newest_rows:
             table, run = tables[row["table_root"]], row["run"]
             run_ms = run_at_ms[table.table] = run["at_ms"]
             table.last_deleting_run, table.last_deleting_run_at = run["run_id"], iso_utc(run_ms)
@@ -305,7 +350,6 @@ class ErasureEvidence:
                 table.retention_hours = run["retention_hours"]
             if run["inventory_date"] is not None:
                 table.inventory_lag_hours = (run_ms - midnight_utc_ms(run["inventory_date"])) / MS_PER_HOUR
-        purge_at_ms = self._purges(tables, audit, roots)
         deadline_hours = self.options.deadline_days * 24
         for table in tables.values():
             if table.last_deleting_run_at is None or table.retention_hours is None:
@@ -324,9 +368,7 @@ class ErasureEvidence:
                                  "--older-than-days N)")
             table.worst_case_days = worst / 24
             table.over_deadline = worst > deadline_hours or table.problem is not None
-        for row in replay.files.where((F.col("kind") == "add") & F.col("dv_storage_type").isNotNull()).groupBy(
-                "table_root").agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
-                                  F.sum("dv_cardinality").alias("rows")).collect():
+        for row in vector_rows:
             table = tables[row["table_root"]]
             table.files_with_deletion_vectors = row["files"]
             table.bytes_with_deletion_vectors = row["bytes"] or 0
@@ -336,18 +378,18 @@ class ErasureEvidence:
     def _purges(self, tables: dict[str, TableErasure], audit: DataFrame, roots: list[str]) -> dict[str, int]:
         """Which tables' deletes can be undone (delete markers, a trash), and the newest purge run of each (of the
         lake, where none of its own recorded a row): its undo window and when it ran."""
-        for row in of_tables(audit.where((F.col("action") == AuditAction.DELETED.value)
+        undoable = of_tables(audit.where((F.col("action") == AuditAction.DELETED.value)
                                          & F.coalesce("delete_marker_id", "trash_path").isNotNull())
-                             .select("table_root").distinct(),
-                             roots).collect():
-            tables[row["table_root"]].soft_deletes = True
+                             .select("table_root").distinct(), roots)
         runs = audit.where(F.col("path").isNull() & (F.col("action") == AuditAction.TABLE_PURGED.value)).select(
             "table_root", "run_id", F.unix_millis("timestamp").alias("at_ms"),
             F.coalesce("undo_window_hours", "retention_hours").alias("window_hours"))  # older purges: retention_hours
-        newest: dict[str, Any] = {}
-        for row in runs.groupBy("table_root").agg(F.max_by(F.struct("run_id", "at_ms", "window_hours"),
-                                                           "at_ms").alias("run")).collect():
-            newest[row["table_root"]] = row["run"]
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            newest_job = pool.submit(runs.groupBy("table_root").agg(
+                F.max_by(F.struct("run_id", "at_ms", "window_hours"), "at_ms").alias("run")).collect)
+            for row in undoable.collect():
+                tables[row["table_root"]].soft_deletes = True
+            newest: dict[str, Any] = {row["table_root"]: row["run"] for row in newest_job.result()}
         lake = max(newest.values(), key=lambda run: run["at_ms"], default=None)
         at_ms = {}
         for table in tables.values():
@@ -358,28 +400,32 @@ class ErasureEvidence:
                 at_ms[table.table] = run["at_ms"]
         return at_ms
 
-    def _answers(self, questions: list[Question], tables: dict[str, TableErasure], replay: Replay,
-                 audit: DataFrame, inventory: DataFrame, snapshot: InventorySnapshot, now_ms: int
-                 ) -> list[FileAnswer]:
+    def _facts(self, questions: list[Question], replay: Replay, audit: DataFrame, inventory: DataFrame,
+               snapshot: InventorySnapshot) -> _Facts:
+        """What the audit, the logs and the inventory say of each asked file (four concurrent queries)."""
+        facts = _Facts()
         if not questions:
-            return []
+            return facts
         self.progress.begin("answering", f"answering for {len(questions)} file(s)")
         asked = local_frame(self.spark, sorted({(q.path,) for q in questions}), "path string")
-        trail: dict[str, list[AuditEntry]] = defaultdict(list)
         rows = audit.where(F.col("path").isNotNull()).select(
             uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", F.unix_millis("timestamp").alias("at_ms"),
             "error", "version_id", "delete_marker_id", "trash_path", "source_run_id")
-        for path, *entry in rows.join(F.broadcast(asked), "path").orderBy("at_ms").collect():
-            trail[path].append(AuditEntry(*entry))
-        in_log: dict[str, list[LogEntry]] = defaultdict(list)
-        for row in replay.files.join(F.broadcast(asked), "path").collect():
-            in_log[row["path"]].append(LogEntry(row["kind"], row["table_root"], row["dv_storage_type"],
-                                                row["deletion_timestamp"]))
-        listed = {r["path"] for r in inventory.select(uris.canonical_col(F.col("path")).alias("path"))
-                  .join(F.broadcast(asked), "path").collect()}
-        versions = self._versions(sorted({q.path for q in questions if q.path.startswith("s3://")}), snapshot)
-        return [decide(q, tables.get(q.table) if q.table else None, trail[q.path], in_log[q.path], q.path in listed,
-                       snapshot.day, now_ms, versions.get(q.path)) for q in questions]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            trail = pool.submit(rows.join(F.broadcast(asked), "path").orderBy("at_ms").collect)
+            in_log = pool.submit(replay.files.join(F.broadcast(asked), "path").collect)
+            listed = pool.submit(inventory.select(uris.canonical_col(F.col("path")).alias("path"))
+                                 .join(F.broadcast(asked), "path").collect)
+            versions = pool.submit(self._versions, sorted({q.path for q in questions if q.path.startswith("s3://")}),
+                                   snapshot)
+            for path, *entry in trail.result():
+                facts.trail[path].append(AuditEntry(*entry))
+            for row in in_log.result():
+                facts.in_log[row["path"]].append(LogEntry(row["kind"], row["table_root"], row["dv_storage_type"],
+                                                          row["deletion_timestamp"]))
+            facts.listed = {r["path"] for r in listed.result()}
+            facts.versions = versions.result()
+        return facts
 
     def _versions(self, paths: list[str], snapshot: InventorySnapshot) -> dict[str, Versions]:
         """What the newest inventory lists of each asked S3 key (``paths``) in a versioned bucket (one

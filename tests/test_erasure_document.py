@@ -26,8 +26,9 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lake_reports.cli import main
 from lake_reports.copies import etag_kind, holder
-from lake_reports.erasure_document import COLOURS, erasure_request
+from lake_reports.erasure_document import COLOURS, erasure_request, erasure_requests
 from lake_reports.erasure_evidence import CommitQuestion
+from lakeio.times import epoch_ms
 from tests.browser import chromium, headless
 from tests.lakes import vacuum
 from tests.report_schemas import assert_matches_schema
@@ -185,6 +186,35 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
         rewritten.verdict.reasons[0] and "REORG" not in "".join(rewritten.verdict.reasons)
     for doc in (done, pending, vectors, rewritten):
         assert_matches_schema(json.loads(doc.to_json()), "erasure-evidence")
+
+
+def test_many_requests_in_one_run_get_the_documents_each_gets_alone(spark, lake, tmp_path, capsys):
+    """One pass for all: the same documents as one run each, a refused request named, the rest written."""
+    now = epoch_ms()
+    asked = [("REQ-1", CommitQuestion(str(lake["plain"]), 1)), ("REQ-2", CommitQuestion(str(lake["plain"]), 2)),
+             ("REQ-3", CommitQuestion(str(lake["dv"]), 14)), ("REQ-4", CommitQuestion(str(lake["orders"]), 2)),
+             ("REQ-5", CommitQuestion(str(lake["plain"]), 0)), ("REQ-6", CommitQuestion(str(lake["plain"]), 99))]
+    batch = erasure_requests(spark, asked, lake["audit"], lake["inventory"], now_ms=now)
+    assert [d.request_id for d in batch.documents] == ["REQ-1", "REQ-2", "REQ-3", "REQ-4"] and not batch.ok
+    assert "commit 0 removed no files" in batch.refused["REQ-5"] and "00000000000000000099.json" in batch.refused["REQ-6"]
+    for (request_id, commit), doc in zip(asked, batch.documents):
+        alone = erasure_request(spark, commit, request_id, lake["audit"], lake["inventory"], now_ms=now)
+        assert doc.to_json() == alone.to_json(), request_id
+    with pytest.raises(ValueError, match="distinct: REQ-1"):
+        erasure_requests(spark, asked[:1] * 2, lake["audit"], lake["inventory"])
+
+    out = tmp_path / "evidence"
+    flags = [f for request_id, commit in asked for f in ("--request-id", request_id, "--commit",
+                                                          f"{commit.table}@{commit.version}")]
+    assert main(["erasure", "--audit-table", lake["audit"], "--inventory-table", lake["inventory"], *flags,
+                 "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    assert sorted(p.name for p in out.glob("*.json")) == [f"erasure-REQ-{i}.json" for i in range(1, 5)]
+    assert "request REQ-5:" in printed.err and "request REQ-6:" in printed.err
+    with pytest.raises(SystemExit):
+        main(["erasure", "--audit-table", lake["audit"], "--inventory-table", lake["inventory"],
+              "--request-id", "REQ-1", "--request-id", "REQ-2", "--commit", f"{lake['plain']}@1"])
+    assert "as many of each" in capsys.readouterr().err
 
 
 def test_etag_kinds():

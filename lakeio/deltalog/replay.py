@@ -109,10 +109,12 @@ class Replay:
     rare_files: DataFrame | None = None
 
     def release(self) -> None:
-        """Drop the kept commits; ``files`` still answers, parsing them again."""
+        """Drop the kept commits and a persisted ``files``; ``files`` still answers, parsing them again."""
         if self.kept is not None:
             self.kept.unpersist()
             self.kept = None
+        if self.files.is_cached:
+            self.files.unpersist()
 
 
 def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str], check_paths: bool = True,
@@ -125,13 +127,18 @@ def read_logs(spark: SparkSession, storage: Storage, table_roots: Sequence[str],
     return replay
 
 
-def read_unsure_too(spark: SparkSession, storage: Storage, table_roots: Sequence[str]) -> Replay:
+def read_unsure_too(spark: SparkSession, storage: Storage, table_roots: Sequence[str],
+                    persist_files: bool = False) -> Replay:
     """:func:`read_logs` as the vacuum reads the lake's other tables, for the reports: a table whose
     actions name a file we cannot resolve with certainty lands in ``failures`` (nothing of its own
     is classified), but its actions stay in ``files``, so that the files it names literally are
     still needed by it (deltalog.references), as the vacuum keeps them. One classification for
-    the vacuum, the chargeback and the erasure evidence."""
+    the vacuum, the chargeback and the erasure evidence. With ``persist_files``, ``files`` is
+    computed once and kept (memory, then disk) for a caller that reads it several times, until
+    ``Replay.release``."""
     replay = read_logs(spark, storage, table_roots, check_paths=False)
+    if persist_files:
+        replay.files = replay.files.persist(StorageLevel.MEMORY_AND_DISK)
     replay.failures.update(unresolvable(replay.files))
     return replay
 
