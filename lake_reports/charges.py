@@ -333,7 +333,7 @@ class Chargeback:
             result.bucket_totals = self._bucket_totals(rows)
         finally:
             rows.unpersist()
-        result.trend = self._trend(day, inventory.dates, roots)
+        result.trend = self._trend(day, inventory.dates, roots, result.cells)
         result.elapsed_seconds, result.step_seconds = time.monotonic() - started, self.progress.seconds()
         return result
 
@@ -401,16 +401,24 @@ class Chargeback:
                                                 F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()
         }
 
-    def _trend(self, day: date, dates: frozenset[date], roots: list[TableRoot]) -> list[TrendPoint]:
-        """Bytes per table on every inventory date of the window, attributed to today's table roots."""
+    def _trend(self, day: date, dates: frozenset[date], roots: list[TableRoot], cells: list[Cell]) -> list[TrendPoint]:
+        """Objects and bytes per table on every inventory date of the window, attributed to today's
+        table roots and each object counted once, as the split counts it: today's from the split's
+        cells (not read again), the earlier dates' read from the inventory."""
         since = day - timedelta(days=self.options.trend_days)
-        window = sorted(d for d in dates if since <= d <= day)
-        self.progress.begin("trend", f"trend over {len(window)} inventory date(s) since {window[0]}")
-        rows = read_inventory(self.spark, self.options.inventory_table, window).select(
-            uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
-        points = with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(
-            F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"))
-        return sorted(
-            (TrendPoint(r[PARTITION_COLUMNS[0]].isoformat(), r["bucket"], r["table_root"], r["objects"], r["bytes"])
-             for r in points.collect()),
-            key=lambda p: (p.inventory_date, p.bucket, p.table or ""))
+        earlier = sorted(d for d in dates if since <= d < day)
+        self.progress.begin("trend", f"trend over {len(earlier) + 1} inventory date(s) since {min(earlier, default=day)}")
+        today: dict[tuple[str, str | None], tuple[int, int]] = {}
+        for cell in cells:
+            objects, size = today.get((cell.bucket, cell.table), (0, 0))
+            today[(cell.bucket, cell.table)] = (objects + cell.objects, size + cell.bytes)
+        points = [TrendPoint(day.isoformat(), bucket, table, objects, size)
+                  for (bucket, table), (objects, size) in today.items()]
+        if earlier:
+            rows = one_row_per_object(read_inventory(self.spark, self.options.inventory_table, earlier)).select(
+                uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
+            points += [TrendPoint(r[PARTITION_COLUMNS[0]].isoformat(), r["bucket"], r["table_root"], r["objects"], r["bytes"])
+                       for r in with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(
+                           F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"))
+                       .collect()]
+        return sorted(points, key=lambda p: (p.inventory_date, p.bucket, p.table or ""))

@@ -166,9 +166,10 @@ def test_two_inventory_configurations_are_charged_once(spark, lake):
     """A bucket with a daily and a weekly configuration lists every object twice on one date."""
     today = datetime.fromtimestamp(lake["now"] / 1000, tz=timezone.utc)
     inventory = lake["root"] / "inventory-two-configs"
-    manifests = [write_delivery(str(lake["root"] / "dest-two"), "lake", config, lake["objects"], today, versioned=True)
-                 for config in ("daily", "weekly")]
-    assert not IngestInventory(spark, str(inventory), {"lake": str(lake["bucket"])}).execute(manifests).refused
+    for when in (today - timedelta(days=1), today):  # the trend counts each object once on every date too
+        manifests = [write_delivery(str(lake["root"] / "dest-two"), "lake", config, lake["objects"], when,
+                                    versioned=True) for config in ("daily", "weekly")]
+        assert not IngestInventory(spark, str(inventory), {"lake": str(lake["bucket"])}).execute(manifests).refused
 
     def charge(table: str):
         return Chargeback(spark, ChargebackOptions(table, prices=load_prices(None) | PRICES,
@@ -178,6 +179,12 @@ def test_two_inventory_configurations_are_charged_once(spark, lake):
     assert twice.cells == once.cells
     assert twice.bucket_totals == once.bucket_totals == {
         "lake": {"objects": len(lake["objects"]), "bytes": sum(o.size or 0 for o in lake["objects"])}}
+    per_date: dict[str, tuple[int, int]] = {}
+    for p in twice.trend:
+        objects, size = per_date.get(p.inventory_date, (0, 0))
+        per_date[p.inventory_date] = (objects + p.objects, size + p.bytes)
+    assert len(per_date) == 2
+    assert set(per_date.values()) == {(len(lake["objects"]), sum(o.size or 0 for o in lake["objects"]))}
 
 
 def test_chargeback_cli_writes_csv_json_and_html(spark, lake, tmp_path, capsys):
