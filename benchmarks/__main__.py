@@ -5,8 +5,11 @@ Job 1's ingestion at its default size; job 2's dry-run plan on each log shape at
 to its bare Spark baseline and the ``deltalake`` loop, warm in this process and cold (a fresh
 ``python -m vacuum_jobs`` process per round, its session start apart, next to the bare program
 in a fresh process of its own: benchmarks.cold); then
-job 2 cold on plan-only lakes of 1M objects (benchmarks.scale), and of 10M with ``--large``. About
-an hour on 2 cores, most of it building the lakes; ``--skip-3m`` leaves out the 3M-object lake.
+job 2 cold on plan-only lakes of 1M objects (benchmarks.scale), and of 10M with ``--large``; the
+ORC delivery against Parquet (2M rows, 10M with ``--large``), the audit chain at 500,000 rows and
+the erasure request documents (benchmarks.erasure_request), each target of #52 printed last with
+its ratio. About an hour and a quarter on 2 cores, most of it building the lakes; ``--skip-3m``
+leaves out the 3M-object lake.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import argparse
 import os
 from typing import Any
 
-from benchmarks import ingest_throughput, scale, vacuum_planning
+from benchmarks import audit_chain, erasure_request, ingest_throughput, scale, vacuum_planning
 
 # The lakes the planning targets are measured on: label -> vacuum_planning.run() arguments.
 FIFTY_TABLES, FIVE_HUNDRED_TABLES = "1M, checkpointed", "1M in 500 tables, checkpointed"
@@ -35,6 +38,9 @@ def main() -> None:
                         help="add the plan-only 10M-object lakes of benchmarks.scale (about half an hour more)")
     args = parser.parse_args()
     ingest = ingest_throughput.run()
+    orc = ingest_throughput.run_orc(10_000_000 if args.large else 2_000_000, rounds=2)
+    chain = audit_chain.run(500_000)
+    erasure = erasure_request.run()
     chosen = LAKES if args.skip_3m else {**LAKES, **LARGE_LAKES}
     lakes = {label: vacuum_planning.run(**kwargs) for label, kwargs in chosen.items()}
     scaled = scale.run_all(args.large, rounds=2)
@@ -75,6 +81,25 @@ def main() -> None:
     print(f"50 -> 500 tables at 1M objects: plan {fifty['batch_dry_run_s']:.1f} s -> "
           f"{five_hundred['batch_dry_run_s']:.1f} s ({five_hundred['batch_dry_run_s'] / fifty['batch_dry_run_s']:.2f}x)")
     print("\njob 2, cold, on plan-only lakes (benchmarks.scale):\n" + scale.report(scaled))
+
+    print("\n#52's targets, each next to its baseline in this session:")
+    for name, value, target in [
+        ("audit chain: chained / plain append, 500,000 rows", f"{chain['ratio_append']:.2f}x "
+         f"({chain['chained_s']:.1f} s / {chain['plain_s']:.1f} s)", "1.5x"),
+        ("audit chain: --verify / one aggregating read", f"{chain['ratio_verify']:.2f}x "
+         f"({chain['verify_s']:.1f} s / {chain['read_s']:.1f} s)", "3x"),
+        ("chargeback / dry-run plan, 1M objects", f"{fifty['chargeback_s'] / fifty['batch_dry_run_s']:.2f}x "
+         f"({fifty['chargeback_s']:.1f} s / {fifty['batch_dry_run_s']:.1f} s)", "1.5x"),
+        ("erasure request document, demo lake, warm", f"{erasure['demo_s']:.2f} s", "5 s"),
+        (f"{erasure['commits']} requests in one run / one", f"{erasure['ratio_all']:.2f}x "
+         f"({erasure['all_s']:.1f} s / {erasure['one_s']:.1f} s)", "3x"),
+        ("cold job / cold bare Spark, 50 tables", f"{fifty['cold'].job_s / fifty['cold_baseline'].job_s:.2f}x", "1.2x"),
+        ("cold job / cold bare Spark, 500 tables",
+         f"{five_hundred['cold'].job_s / five_hundred['cold_baseline'].job_s:.2f}x", "1.2x"),
+        (f"ORC / Parquet ingestion, {orc['rows']:,} rows, JVM zone {orc['jvm_zone']}", f"{orc['ratio_orc']:.2f}x "
+         f"({orc['orc_s']:.1f} s / {orc['parquet_s']:.1f} s)", "1.3x"),
+    ]:
+        print(f"  {name:<58} {value:<28} target: at most {target}")
 
 
 if __name__ == "__main__":
