@@ -9,7 +9,8 @@ so a refusal can name the file.
 Timestamps: a Parquet ``INT64`` without a timestamp logical type is epoch milliseconds,
 as AWS documents; typed timestamps are read as their type says. An ORC ``timestamp`` is a
 wall clock (S3 writes UTC's), which the ORC reader turns into an instant of the executor
-JVM's own zone; it is turned back into the UTC instant S3 meant, whatever that zone is.
+JVM's own zone; it is turned back into the UTC instant S3 meant, whatever that zone is, as long
+as every executor has the same one (a row read in another refuses its delivery).
 """
 
 from __future__ import annotations
