@@ -145,7 +145,7 @@ def test_every_readme_reports_command_parses():
         args = build_parser().parse_args(argv)
         if args.command == "erasure":  # what erasure() itself checks before it starts Spark
             assert args.verify or args.inventory_table, argv
-            assert args.request_id is None or (len(args.commit) == 1 and not args.path), argv
+            assert not args.request_id or (len(args.commit) == len(args.request_id) and not args.path), argv
 
 
 def test_every_readme_spark_submit_command_parses():
