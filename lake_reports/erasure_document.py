@@ -234,22 +234,20 @@ class ErasureRequest:
         records: dict[str, CommitRecord] = {}
         for request_id, commit in requests:
             try:
-                records[request_id] = self._removing(self.evidence.named(commit))
+                records[request_id] = self.evidence.removing(self.evidence.named(commit))
             except UnreadableCommit as exc:
                 batch.refused[request_id] = str(exc)
         if not records:
             return batch
-        commits = sorted({CommitQuestion(r.table, r.version) for r in records.values()}, key=lambda c: (c.table, c.version))
+        distinct = {(r.table, r.version): r for r in records.values()}
         # A file given a deletion vector still holds the rows, and so does every copy of it.
         asked = {request_id: sorted(r.removed) for request_id, r in records.items()}
         audit = self.evidence.read_audit()
         with ThreadPoolExecutor(max_workers=2) as pool:  # the chain's check beside all the rest
             chain = pool.submit(self._chain, audit)
-            gathered = self.evidence.read(commits=commits, audit=audit)
+            gathered = self.evidence.read(audit=audit, records=[distinct[k] for k in sorted(distinct)])
             since = {request_id: self._copies_since(r, gathered.now_ms) for request_id, r in records.items()}
             try:
-                if gathered.report.refused:  # a log file that went between the two reads
-                    raise ErasureError("; ".join(gathered.report.refused))
                 searched = pool.submit(self._copies, gathered, sorted({p for paths in asked.values() for p in paths}),
                                        min(since.values()))
                 self.evidence.answer(gathered)
@@ -264,13 +262,6 @@ class ErasureRequest:
             batch.documents.append(self._document(request_id, record, gathered, answers, copies,
                                                   [p for p in unsearched if p in mine], head))
         return batch
-
-    def _removing(self, commit: CommitQuestion) -> CommitRecord:
-        """The commit's record; UnreadableCommit where it removed no file."""
-        record = read_commit(self.evidence.storage, commit.table, commit.version)
-        if not record.removed:
-            raise UnreadableCommit(f"{record.log_file}: commit {commit.version} removed no files")
-        return record
 
     def _document(self, request_id: str, record: CommitRecord, gathered: Gathered, answers: dict[str, FileAnswer],
                   found: list[lake_copies.Copy], unsearched: list[str], head: ChainHead) -> EvidenceDocument:

@@ -62,7 +62,7 @@ from lakeio import catalog, uris
 from lakeio.audit import DELETING_RUNS, AuditAction, read_audit
 from lakeio.delta_read import TableNotFound
 from lakeio.deltalog import gates
-from lakeio.deltalog.commits import read_commit
+from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError
@@ -236,9 +236,10 @@ class ErasureEvidence:
             gathered.replay.release()
 
     def read(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = (),
-             audit: DataFrame | None = None) -> Gathered:
+             audit: DataFrame | None = None, records: Sequence[CommitRecord] = ()) -> Gathered:
         """The audit (``audit``, where the caller read it already: :meth:`read_audit`), the newest
-        inventory, the questions and the logs, not yet answered. The logs' actions stay persisted for
+        inventory, the questions (of ``commits``, and of ``records`` the caller read already with
+        :meth:`removing`) and the logs, not yet answered. The logs' actions stay persisted for
         every question asked of them: ``Gathered.replay.release()`` when done."""
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         self.progress.restart()
@@ -253,7 +254,7 @@ class ErasureEvidence:
             known_roots = sorted(set(delta_roots(inventory)) | audited.result())
         scope = ([uris.canonical(uris.to_uri(t)) for t in self.options.tables]
                  if self.options.tables is not None else known_roots)
-        questions = self._questions(paths, commits, sorted(set(known_roots) | set(scope)), report)
+        questions = self._questions(paths, commits, records, sorted(set(known_roots) | set(scope)), report)
         roots = sorted(set(scope) | {q.table for q in questions if q.table})
         replay = self._replay_logs(roots)
         return Gathered(report, audit, snapshot, inventory, questions, scope, replay, roots, now_ms)
@@ -294,25 +295,31 @@ class ErasureEvidence:
         except InventoryUnavailable as exc:
             raise ErasureError(str(exc)) from None
 
-    def _questions(self, paths: Sequence[str], commits: Sequence[CommitQuestion], roots: list[str],
-                   report: ErasureReport) -> list[Question]:
+    def _questions(self, paths: Sequence[str], commits: Sequence[CommitQuestion], records: Sequence[CommitRecord],
+                   roots: list[str], report: ErasureReport) -> list[Question]:
         found = []
         for path in paths:
             canonical = uris.canonical(uris.to_uri(path))
             found.append(Question(canonical, uris.owner(canonical, roots), "path"))
         for commit in commits:
             try:
-                found += self._commit_files(commit)
+                found += self._removed_files(self.removing(commit), f"{commit.table}@{commit.version}")
             except ValueError as exc:
                 report.refused.append(str(exc))
+        for record in records:
+            found += self._removed_files(record, f"{record.table}@{record.version}")
         return found
 
-    def _commit_files(self, commit: CommitQuestion) -> list[Question]:
-        """The data files a commit removed; those it re-added with a deletion vector stay live."""
+    def removing(self, commit: CommitQuestion) -> CommitRecord:
+        """The commit's record; UnreadableCommit naming its log file where it cannot be read or removed no file."""
         record = read_commit(self.storage, commit.table, commit.version)
         if not record.removed:
-            raise ValueError(f"{record.log_file}: commit {commit.version} removed no files")
-        asked = f"{commit.table}@{commit.version}"
+            raise UnreadableCommit(f"{record.log_file}: commit {commit.version} removed no files")
+        return record
+
+    @staticmethod
+    def _removed_files(record: CommitRecord, asked: str) -> list[Question]:
+        """The data files a commit removed; those it re-added with a deletion vector stay live."""
         return [Question(path, record.table, asked, at, path in record.deletion_vectors)
                 for path, at in sorted(record.removed.items())]
 
