@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import http.client
 import re
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
 PARTIAL_KEYS = 3
@@ -41,27 +41,26 @@ def moto_server() -> Iterator[str]:
 
     Not a thread of this process: deltalake's calls into Rust hold the GIL, so a server thread
     beside them cannot answer and every S3 request of theirs times out."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
+    with tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log") as log:
+        # Port 0: the server binds a free port itself, and says which on its log (no window in which
+        # another process could take a port we chose).
+        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
+                                  stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            for _ in range(300):
+                bound = re.search(r"Running on (http://127\.0\.0\.1:\d+)", Path(log.name).read_text(errors="replace"))
+                if bound:
+                    endpoint = bound.group(1)
+                    break
                 if server.poll() is not None:
-                    raise RuntimeError(f"moto's server exited with status {server.returncode}") from None
+                    raise RuntimeError(f"moto's server exited with status {server.returncode}")
                 time.sleep(0.1)
-        else:
-            raise RuntimeError("moto's server did not answer within 30 s")
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+            else:
+                raise RuntimeError("moto's server did not start within 30 s")
+            yield endpoint
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def s3a_settings(endpoint: str) -> dict[str, str]:

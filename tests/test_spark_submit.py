@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -105,46 +104,58 @@ def test_spark_master_is_honoured_under_python_m(launch_args, expected):
     assert run.stdout.strip().splitlines()[-1] == expected
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as answer:
         return json.load(answer)
 
 
+def _wait_for(what: str, found, deadline: float):
+    """Poll ``found()`` until it returns something truthy, or fail naming ``what``."""
+    while not (answer := found()):
+        assert time.monotonic() < deadline, f"{what} did not happen in time"
+        time.sleep(0.5)
+    return answer
+
+
+def _master_ports(log: Path) -> tuple[str, int] | None:
+    """The master URL and web UI port the master's log says it bound (both asked for as port 0)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    url = re.search(r"Starting Spark master at (spark://\S+)", text)
+    ui = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+    return (url.group(1), int(ui.group(1))) if url and ui else None
+
+
 @pytest.fixture
 def standalone_cluster(tmp_path):
-    """A Spark master and one worker (2 cores) on 127.0.0.1, each its own process group: killed at the end."""
+    """A Spark master and one worker (2 cores) on 127.0.0.1, each its own process group: killed at the end.
+
+    Every port is chosen by the processes themselves (port 0) and read from the master's log, so no
+    other process on the machine can take a port between our choosing it and Spark binding it."""
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_NO_DAEMONIZE": "1"}
-    port, ui = _free_port(), _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
+           "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
     work_dir = tmp_path / "worker"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    started = [
-        subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                          "--port", str(port), "--webui-port", str(ui)],
-                         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                          "--cores", "2", "--memory", "2g", "--work-dir", str(work_dir),
-                          "--webui-port", str(_free_port()), master_url],
-                         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-    ]
+    master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    started = []
+
+    def launch(args: list[str], log: Path) -> None:
+        with log.open("wb") as sink:
+            started.append(subprocess.Popen([spark_class, *args], env=env, start_new_session=True,
+                                            stdout=subprocess.DEVNULL, stderr=sink))
+
     try:
         deadline = time.monotonic() + 120
-        while True:
-            try:
-                if _json(f"http://127.0.0.1:{ui}/json/").get("aliveworkers", 0) >= 1:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the standalone master and worker did not come up in 120 s"
-            time.sleep(1)
-        yield master_url, f"http://127.0.0.1:{ui}/json/", work_dir
+        launch(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
+                "--webui-port", "0"], master_log)
+        master_url, ui = _wait_for("the master's start (see its log)", lambda: _master_ports(master_log), deadline)
+        master_json = f"http://127.0.0.1:{ui}/json/"
+        launch(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
+                "--work-dir", str(work_dir), "--webui-port", "0", master_url], worker_log)
+        master = _wait_for(f"a worker registering with {master_url}",
+                           lambda: (answer := _json(master_json)).get("aliveworkers", 0) >= 1 and answer, deadline)
+        assert master["url"] == master_url  # the UI we poll is our master's
+        yield master_url, master_json, work_dir
     finally:
         for process in started:
             os.killpg(process.pid, signal.SIGTERM)
