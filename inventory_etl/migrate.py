@@ -15,17 +15,19 @@ from pyspark.sql import functions as F
 from lakeio import uris
 from lakeio.delta_read import read_delta
 from lakeio.delta_write import WriteResult, write_delta
-from lakeio.inventory import INVENTORY_SCHEMA, PARTITION_COLUMNS
+from lakeio.inventory import INVENTORY_SCHEMA, PARTITION_COLUMNS, one_row_per_object
 
 
 def migrate(spark: SparkSession, source: str, target: str) -> WriteResult:
-    """Every current row of ``source`` into ``target`` (new, or an earlier copy), in today's layout."""
+    """Every current row of ``source`` into ``target`` (new, or an earlier copy), in today's layout,
+    one row per object: readers merge only what two configurations delivered, since ingestion now
+    refuses a delivery that lists an object twice."""
     if uris.canonical(uris.to_uri(source)) == uris.canonical(uris.to_uri(target)):
         raise ValueError(f"{source}: copy it into a new table, not into itself")
     rows = read_delta(spark, source)
     present = set(rows.columns)
-    rows = rows.select(*[F.col(f.name) if f.name in present else F.lit(None).cast(f.dataType).alias(f.name)
-                         for f in INVENTORY_SCHEMA.fields])
+    rows = one_row_per_object(rows.select(*[F.col(f.name) if f.name in present else F.lit(None).cast(f.dataType).alias(f.name)
+                                            for f in INVENTORY_SCHEMA.fields]))  # earlier releases kept repeated rows
     partitions = [
         {"inventory_date": r[0].isoformat(), "bucket": r[1], "config_id": r[2]}
         for r in rows.select(*PARTITION_COLUMNS).distinct().collect()

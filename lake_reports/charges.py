@@ -47,7 +47,6 @@ from lakeio.inventory import (
     InventoryUnavailable,
     current_objects,
     inventory_snapshot,
-    one_row_per_object,
     read_inventory,
 )
 from lakeio.spark import check_workers
@@ -319,7 +318,7 @@ class Chargeback:
         result = ChargebackResult(uris.to_uri(self.options.inventory_table), day.isoformat(),
                                   iso_utc(now_ms),
                                   dict(self.options.prices))
-        rows = one_row_per_object(inventory.rows).select(
+        rows = inventory.objects().select(
             uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", "modificationTime", "isDir",
             "is_latest", "is_delete_marker", "storage_class")
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read by discovery, the split and the totals
@@ -415,7 +414,7 @@ class Chargeback:
         points = [TrendPoint(day.isoformat(), bucket, table, objects, size)
                   for (bucket, table), (objects, size) in today.items()]
         if earlier:
-            rows = one_row_per_object(read_inventory(self.spark, self.options.inventory_table, earlier)).select(
+            rows = read_inventory(self.spark, self.options.inventory_table, earlier).select(
                 uris.canonical_col(F.col("path")).alias("path"), "bucket", "length", PARTITION_COLUMNS[0])
             points += [TrendPoint(r[PARTITION_COLUMNS[0]].isoformat(), r["bucket"], r["table_root"], r["objects"], r["bytes"])
                        for r in with_owner(rows, roots).groupBy(PARTITION_COLUMNS[0], "bucket", "table_root").agg(

@@ -71,7 +71,6 @@ from lakeio.inventory import (
     InventoryUnavailable,
     current_objects,
     inventory_snapshot,
-    one_row_per_object,
 )
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers
@@ -248,7 +247,7 @@ class ErasureEvidence:
         commits = [self.named(c) for c in commits]
         audit = self.read_audit() if audit is None else audit
         snapshot = self._newest_inventory()
-        inventory = current_objects(one_row_per_object(snapshot.rows))
+        inventory = current_objects(snapshot.objects())
         with ThreadPoolExecutor(max_workers=1) as pool:
             audited = pool.submit(lambda: {r["table_root"] for r in audit.select("table_root").distinct().collect()})
             known_roots = sorted(set(delta_roots(inventory)) | audited.result())

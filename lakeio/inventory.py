@@ -7,9 +7,12 @@ in its order; the rest carry what S3 Inventory reports and chargeback needs.
 from __future__ import annotations
 
 import re
+from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date
+from functools import reduce
+from operator import or_
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -24,7 +27,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeio.delta_read import TableNotFound, partition_values, partitions, read_delta
+from lakeio.delta_read import TableNotFound, partitions, read_delta
 from lakeio.errors import HousekeepingError
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 
@@ -109,7 +112,22 @@ OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
 def read_inventory(spark: SparkSession, table: str, day: date | Collection[date] | None = None) -> DataFrame:
     """The inventory table's rows of ``day`` (or of each of several dates; every date when None), one row per
     object."""
-    return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day is not None else None))
+    _, shared = _delivery_units(table)
+    return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day is not None else None),
+                              shared)
+
+
+def _delivery_units(table: str) -> tuple[frozenset[date], frozenset[tuple[date, str]]]:
+    """Every date the table holds, and the (date, bucket) pairs whose rows may list an object
+    twice, from the log alone: those more than one configuration delivered (ingestion refuses a
+    delivery that lists an object twice), and every pair of a table in the layout of releases
+    before config_id, which did not refuse them."""
+    held = partitions(table, list(PARTITION_COLUMNS))
+    if held:
+        configs = Counter((day, bucket) for day, bucket, _ in held)
+        return frozenset(day for day, _ in configs), frozenset(pair for pair, n in configs.items() if n > 1)
+    earlier = frozenset(partitions(table, list(EARLIER_PARTITION_COLUMNS)))
+    return frozenset(day for day, _ in earlier), earlier
 
 
 class InventoryUnavailable(HousekeepingError):
@@ -124,6 +142,11 @@ class InventorySnapshot:
     day: date
     dates: frozenset[date]  # every date the table holds (a trend reads several)
     rows: DataFrame  # every row of the date: noncurrent versions, delete markers and duplicates too
+    shared: frozenset[tuple[date, str]]  # the (date, bucket) pairs whose rows may list an object twice
+
+    def objects(self) -> DataFrame:
+        """The date's rows, one per object (:func:`one_row_per_object`)."""
+        return one_row_per_object(self.rows, self.shared)
 
     @property
     def as_of_ms(self) -> int:
@@ -135,7 +158,7 @@ def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
     """The inventory of ``day`` (default: the newest date held); :class:`InventoryUnavailable`
     when there is none, or when it is more than ``max_age_hours`` older than ``now_ms``."""
     try:
-        dates = partition_values(table, PARTITION_COLUMNS[0])
+        dates, shared = _delivery_units(table)
     except TableNotFound as exc:
         raise InventoryUnavailable(str(exc)) from None
     day = day or (max(dates) if dates else None)
@@ -146,8 +169,8 @@ def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
         if age_hours > max_age_hours:
             raise InventoryUnavailable(f"inventory of {day} is {age_hours:.0f} h old, more than "
                                        f"--max-inventory-age-hours {max_age_hours:g}")
-    return InventorySnapshot(table, day, frozenset(dates),
-                             read_delta(spark, table, {PARTITION_COLUMNS[0]: day}))
+    return InventorySnapshot(table, day, dates, read_delta(spark, table, {PARTITION_COLUMNS[0]: day}),
+                             frozenset(pair for pair in shared if pair[0] == day))
 
 
 def held_partitions(table: str) -> set[tuple[date, str, str]]:
@@ -158,15 +181,33 @@ def held_partitions(table: str) -> set[tuple[date, str, str]]:
         return set()
 
 
-def one_row_per_object(rows: DataFrame) -> DataFrame:
+def one_row_per_object(rows: DataFrame, shared: Collection[tuple[date, str]] | None = None) -> DataFrame:
     """One row per (inventory date, bucket, key, version): two inventory configurations of a
     bucket deliver the same object twice.
+
+    Only the rows of ``shared`` (date, bucket) pairs, where the table's log shows that this can
+    happen (``InventorySnapshot.shared``), are merged; the others pass as they are, sparing a
+    shuffle of every row. ``None`` merges every row: for rows no ingestion checked.
 
     A current-only configuration's row carries no version id; where another configuration of
     the bucket lists versions of the key that date, it is the version listed as latest, and is
     matched to it. Of the rows of one object the newest delivery's wins (a lifecycle transition
     between two deliveries changes the storage class, not the modification time), then the newest
     modification time, as in Delta's own inventory vacuum (``maxBy(modificationTime)``)."""
+    if shared is None:
+        return _merged(rows)
+    if not shared:
+        return rows
+    buckets: dict[date, set[str]] = defaultdict(set)
+    for day, bucket in shared:
+        buckets[day].add(bucket)
+    in_shared = F.coalesce(reduce(or_, [(F.col(PARTITION_COLUMNS[0]) == F.lit(day)) & F.col("bucket").isin(sorted(names))
+                                        for day, names in sorted(buckets.items())]), F.lit(False))
+    return rows.where(~in_shared).unionByName(_merged(rows.where(in_shared)))
+
+
+def _merged(rows: DataFrame) -> DataFrame:
+    """``rows`` merged into one row per object (:func:`one_row_per_object`)."""
     listed_latest = F.max(F.when(F.col("is_latest") & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)),
                                  F.col("version_id"))).over(Window.partitionBy("inventory_date", "bucket", "key"))
     matched = F.col("version_id").isNull() & listed_latest.isNotNull()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -195,13 +195,16 @@ def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(sp
     rows = read_delta(spark, str(current))
     write_delta(rows.drop("lifecycle_expiration_date"), str(earlier), EARLIER_PARTITION_COLUMNS,
                 [{"inventory_date": "2026-11-21", "bucket": b} for b in ("src", "other")], mode="append")
+    # earlier releases did not refuse a delivery that listed an object twice: the copy keeps one row
+    write_delta(rows.drop("lifecycle_expiration_date").limit(1), str(earlier), EARLIER_PARTITION_COLUMNS,
+                [{"inventory_date": "2026-11-21", "bucket": b} for b in ("src", "other")], mode="append")
 
     assert main(["--inventory-table", str(copied), "--migrate-from", str(earlier)]) == 0
     assert f"copied {2 * len(AWKWARD_OBJECTS)} rows" in capsys.readouterr().out
     assert DeltaTable(str(copied)).metadata().partition_columns == ["inventory_date", "bucket", "config_id"]
     assert sorted((r["bucket"], r["key"], r["config_id"]) for r in rows_of(copied)) == \
         sorted((r["bucket"], r["key"], r["config_id"]) for r in rows_of(current))
-    assert len(rows_of(earlier)) == 2 * len(AWKWARD_OBJECTS)  # left as it was
+    assert len(rows_of(earlier)) == 2 * len(AWKWARD_OBJECTS) + 1  # left as it was
 
     weekly = deliver(tmp_path / "dest", "src", config="weekly", objects=AWKWARD_OBJECTS[:1])
     assert ingest(spark, copied, [weekly]).deliveries[0].status == "ingested"
@@ -415,6 +418,38 @@ def test_an_object_two_configurations_list_differently_takes_the_newest_delivery
     rows = read_inventory(spark, str(tmp_path / "inv")).collect()
     assert len(rows) == len(AWKWARD_OBJECTS)
     assert {(r["storage_class"], r["config_id"]) for r in rows} == {("GLACIER", "aa-daily")}
+
+
+@pytest.mark.slow
+def test_only_what_two_configurations_delivered_is_merged_and_the_rest_reads_as_merged_too(spark, tmp_path):
+    """Readers merge only the (date, bucket) pairs the log shows two configurations delivered
+    (ingestion refuses a delivery that lists an object twice); what they read equals merging every row."""
+    from collections import Counter
+
+    from lakeio.delta_read import read_delta
+    from lakeio.inventory import inventory_snapshot, one_row_per_object
+    from tests.deliveries import DELIVERED, VERSIONED_OBJECTS
+
+    current = [o for o in VERSIONED_OBJECTS if o.is_latest and not o.is_delete_marker]
+    next_day = DELIVERED + timedelta(days=1)
+    ingest(spark, tmp_path / "inv", [
+        deliver(tmp_path / "dest", "src", objects=VERSIONED_OBJECTS, config="all-versions", versioned=True),
+        deliver(tmp_path / "dest", "src", objects=current, config="current-only", when=LATER),
+        deliver(tmp_path / "dest", "other"),  # one configuration: nothing to merge
+        deliver(tmp_path / "dest", "src", objects=current, config="current-only", when=next_day)])
+    table = str(tmp_path / "inv")
+
+    def counted(rows):
+        return Counter(tuple(r) for r in rows.collect())
+
+    every = one_row_per_object(read_delta(spark, table))  # every row merged, whatever the log says
+    assert counted(read_inventory(spark, table)) == counted(every)
+    for day, shared in ((DELIVERED.date(), {(DELIVERED.date(), "src")}), (next_day.date(), set())):
+        snapshot = inventory_snapshot(spark, table, day)
+        assert snapshot.shared == shared
+        assert counted(snapshot.objects()) == counted(every.where(F.col("inventory_date") == day))
+    assert counted(every.where(F.col("bucket") == "src")) != counted(
+        read_delta(spark, table).where(F.col("bucket") == "src"))  # the shared pair had rows to merge
 
 
 # Zones whose rules move the clock by an hour, by half an hour (Lord Howe), at odd offsets (Kathmandu,
