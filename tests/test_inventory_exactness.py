@@ -517,3 +517,30 @@ def test_an_orc_delivery_read_in_another_zone_than_the_executors_is_refused_by_n
     [refused] = result.refused
     assert "JVM zone is" in refused.error and "not Asia/Kolkata" in refused.error and ".orc" in refused.error
     assert not (tmp_path / "inv").exists() or not rows_of(tmp_path / "inv")
+
+
+def test_an_orc_row_unusable_when_read_and_fine_when_read_again_still_refuses_its_delivery(spark, tmp_path, monkeypatch):
+    """The zone check depends on the executor that reads a row, so the second read that names the first
+    unusable row may find none (every task on an executor in the assumed zone): the delivery is refused
+    all the same, by its count, not ingested and not a crash. Forced here by moving the session JVM
+    (local mode: the executors' JVM) into the assumed zone between the two reads."""
+    from inventory_etl import reports
+
+    manifest = deliver(tmp_path / "dest", fmt="ORC")
+    monkeypatch.setattr(reports, "executors_zone", lambda spark: "Asia/Kolkata")  # not this JVM's zone
+    zones = spark.sparkContext._jvm.java.util.TimeZone
+    before = zones.getDefault()
+    first_unusable = IngestInventory._first_unusable
+
+    def read_again_in_the_assumed_zone(rows):
+        zones.setDefault(zones.getTimeZone("Asia/Kolkata"))
+        try:
+            return first_unusable(rows)
+        finally:
+            zones.setDefault(before)
+
+    monkeypatch.setattr(IngestInventory, "_first_unusable", staticmethod(read_again_in_the_assumed_zone))
+    result = ingest(spark, tmp_path / "inv", [manifest])
+    [refused] = result.refused
+    assert "unusable when first read, none when read again" in refused.error and str(manifest) in refused.error
+    assert not (tmp_path / "inv").exists() or not rows_of(tmp_path / "inv")

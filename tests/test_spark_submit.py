@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from infra.package import build
-from inventory_etl.producer import objects_in_folder, write_delivery
+from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lakeio.spark import LISTING_PARALLELISM
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -125,9 +126,11 @@ def _master_ports(log: Path) -> tuple[str, int] | None:
     return (url.group(1), int(ui.group(1))) if url and ui else None
 
 
-@pytest.fixture
-def standalone_cluster(tmp_path):
-    """A Spark master and one worker (2 cores) on 127.0.0.1, each its own process group: killed at the end.
+@contextmanager
+def _cluster(tmp_path: Path, workers: list[dict[str, str]]):
+    """A Spark master on 127.0.0.1 and one worker per entry of ``workers`` (2g; that entry's ``cores``,
+    and the rest of it added to the worker's environment, which its executors inherit), each its
+    own process group: killed at the end. Yields (master URL, its JSON page, the workers' folder).
 
     Every port is chosen by the processes themselves (port 0) and read from the master's log, so no
     other process on the machine can take a port between our choosing it and Spark binding it."""
@@ -136,24 +139,28 @@ def standalone_cluster(tmp_path):
            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
     work_dir = tmp_path / "worker"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    master_log = tmp_path / "master.log"
     started = []
 
-    def launch(args: list[str], log: Path) -> None:
+    def launch(args: list[str], log: Path, more_env: dict[str, str]) -> None:
         with log.open("wb") as sink:
-            started.append(subprocess.Popen([spark_class, *args], env=env, start_new_session=True,
+            started.append(subprocess.Popen([spark_class, *args], env={**env, **more_env}, start_new_session=True,
                                             stdout=subprocess.DEVNULL, stderr=sink))
 
     try:
         deadline = time.monotonic() + 120
         launch(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
-                "--webui-port", "0"], master_log)
+                "--webui-port", "0"], master_log, {})
         master_url, ui = _wait_for("the master's start (see its log)", lambda: _master_ports(master_log), deadline)
         master_json = f"http://127.0.0.1:{ui}/json/"
-        launch(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-                "--work-dir", str(work_dir), "--webui-port", "0", master_url], worker_log)
-        master = _wait_for(f"a worker registering with {master_url}",
-                           lambda: (answer := _json(master_json)).get("aliveworkers", 0) >= 1 and answer, deadline)
+        for i, worker in enumerate(workers):
+            more_env = {k: v for k, v in worker.items() if k != "cores"}
+            launch(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", worker["cores"],
+                    "--memory", "2g", "--work-dir", str(work_dir), "--webui-port", "0", master_url],
+                   tmp_path / f"worker-{i}.log", more_env)
+        master = _wait_for(f"{len(workers)} worker(s) registering with {master_url}",
+                           lambda: (answer := _json(master_json)).get("aliveworkers", 0) >= len(workers) and answer,
+                           deadline)
         assert master["url"] == master_url  # the UI we poll is our master's
         yield master_url, master_json, work_dir
     finally:
@@ -164,6 +171,13 @@ def standalone_cluster(tmp_path):
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    """A master and one worker of 2 cores."""
+    with _cluster(tmp_path, [{"cores": "2"}]) as cluster:
+        yield cluster
 
 
 @pytest.mark.slow
@@ -200,3 +214,35 @@ def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
 def test_our_session_lists_named_files_in_one_task_per_core(spark):
     """Past 32 named files Spark would list them in one task each: a 500-task job for 500 tables' logs."""
     assert spark.conf.get(LISTING_PARALLELISM) == str(spark.sparkContext.defaultParallelism)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zones", [("America/New_York", "America/New_York"), ("Etc/UTC", "America/New_York")],
+                         ids=["one-zone", "two-zones"])
+def test_orc_on_a_real_cluster_is_exact_in_the_executors_zone_and_refused_across_two(tmp_path, zones):
+    """Two workers whose JVMs run in ``zones`` (their executors inherit the worker's TZ). ORC's reader
+    shifts each file's wall clocks by the zone of the executor that reads it: in one zone other than
+    UTC the rows are corrected to the instants S3 wrote; read in two, the delivery is refused by name,
+    never ingested with some rows' times shifted."""
+    objects = [InventoryObject(f"k/{i:04d}", 1, 1_760_000_000_000 + i * 3_600_000) for i in range(400)]
+    write_delivery(str(tmp_path / "dest"), "lake", "daily", objects, datetime.now(timezone.utc),
+                   file_format="ORC", rows_per_file=50)
+    conf = {"spark.executor.memory": "1g", "spark.cores.max": "2",
+            # both executors registered before the first job, so the read's first wave of tasks goes to both
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s", "spark.locality.wait": "0s"}
+    with _cluster(tmp_path, [{"cores": "1", "TZ": zone} for zone in zones]) as (master_url, _, _):
+        run = submit(build(tmp_path / "dist"), "inventory_etl", "--inventory-table", str(tmp_path / "inventory"),
+                     "--inventory-root", str(tmp_path / "dest"), master=master_url, conf=conf, cwd=tmp_path)
+    shown = run.stdout[-3000:] + run.stderr[-3000:]
+    if len(set(zones)) == 1:
+        assert run.returncode == 0 and "1 ingested, 0 refused" in run.stdout, shown
+        ingested = DeltaTable(str(tmp_path / "inventory")).to_pyarrow_table(columns=["key", "modificationTime"])
+        written = {o.key: o.last_modified_ms for o in objects}
+        assert dict(zip(ingested.column("key").to_pylist(), ingested.column("modificationTime").to_pylist())) == written
+    else:
+        assert run.returncode == 1 and "0 ingested, 1 refused" in run.stdout, shown
+        # named by the row's own check, or, where the second read to name a row fell on one executor, by the count
+        assert ("JVM zone is" in shown and any(f"not {zone}" in shown for zone in zones)
+                or "the problem depends on the executor that reads them" in shown), shown
+        assert not (tmp_path / "inventory").exists() or not DeltaTable(str(tmp_path / "inventory")).to_pyarrow_table().num_rows
