@@ -70,7 +70,7 @@ class TableErasure:
 class FileAnswer:
     path: str
     table: str | None
-    asked_as: str  # "path", or "<table>@<version>" for a commit's files
+    asked_as: str  # "path", or "<canonical table root>@<version>" for a commit's files
     status: ErasureStatus
     detail: str
     when: str | None = None  # erased_at, failed_at, or eligible_from (see status)

@@ -302,11 +302,11 @@ class ErasureEvidence:
             found.append(Question(canonical, uris.owner(canonical, roots), "path"))
         for commit in commits:
             try:
-                found += self._removed_files(self.removing(commit), f"{commit.table}@{commit.version}")
+                found += self._removed_files(self.removing(commit))
             except ValueError as exc:
                 report.refused.append(str(exc))
         for record in records:
-            found += self._removed_files(record, f"{record.table}@{record.version}")
+            found += self._removed_files(record)
         return found
 
     def removing(self, commit: CommitQuestion) -> CommitRecord:
@@ -317,8 +317,10 @@ class ErasureEvidence:
         return record
 
     @staticmethod
-    def _removed_files(record: CommitRecord, asked: str) -> list[Question]:
-        """The data files a commit removed; those it re-added with a deletion vector stay live."""
+    def _removed_files(record: CommitRecord) -> list[Question]:
+        """The data files a commit removed, asked as ``<canonical root>@<version>`` however the commit was
+        named (a relative path, a catalog name); those it re-added with a deletion vector stay live."""
+        asked = f"{record.table}@{record.version}"
         return [Question(path, record.table, asked, at, path in record.deletion_vectors)
                 for path, at in sorted(record.removed.items())]
 

@@ -298,6 +298,7 @@ def test_erasure_evidence_per_file_and_per_table(spark, lake, tmp_path):
     assert answers["report.csv"].status == "not_in_a_table"
     removed = answers[lake["b"].name]  # B, removed by commit 2 of orders
     assert removed.asked_as.endswith("orders@2") and removed.status == "within_retention"
+    assert removed.asked_as == f"{removed.table}@2" and removed.table.startswith("file:///")  # asked as a bare path
     b_removed_ms = next(json.loads(line)["remove"]["deletionTimestamp"]
                         for line in (lake["orders"] / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
                         if "remove" in json.loads(line))
