@@ -26,8 +26,8 @@ were built from, and ``--verify --head H`` checks it is still there. Rows writte
 existed carry no hash and are counted, not verified. Two runs appending at once both chain to the
 same head: a fork, reported, not a failure.
 
-A run is chained in one Spark task (its rows in a total order: by every column), and verified in one task
-per run; nothing is collected to the driver but one summary row per run.
+A run is chained in one Spark task (its rows in a total order: by every column), and verified in blocks of
+its rows, side by side; nothing is collected to the driver but one summary row per run.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ HASHED_COLUMNS = (
 )
 # Version 2 digests these (and the columns added with it); seq and prev_hash go into the fold itself.
 DIGESTED = (*(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash")), "undo_window_hours")
+# Version 2 rows are verified in blocks of this many rows of a run, side by side (a run is one task otherwise).
+ROWS_PER_BLOCK = 1 << 16
 # The newest run is looked for among runs that started this long before the newest run_date.
 _HEAD_LOOKBACK = timedelta(days=7)
 
@@ -246,14 +248,29 @@ def _found(values: Sequence) -> dict:
             "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
 
 
-def _checked(rows: DataFrame) -> DataFrame:
+def _checked(rows: DataFrame, rows_per_block: int) -> DataFrame:
     """:func:`_walk`'s findings for version 2 rows, on the JVM: each row is checked against the row
-    before it in its run (its stored hash and ``seq``), which needs no fold."""
-    run = Window.partitionBy("run_id").orderBy("seq")
+    before it in its run (its stored hash and ``seq``), which needs no fold. A run is checked in
+    blocks of ``rows_per_block`` consecutive ``seq``, side by side; a block's first row is checked
+    against the last row of the run's block before it."""
     seq, prev = F.col("seq"), F.col("prev_hash")
-    digested = rows.select(*_WHERE, digest(rows).alias(_DIGEST))  # where the rows are read, before the shuffle
-    before = digested.select("*", F.lag("seq").over(run).alias("seq_before"),
-                             F.lag("row_hash").over(run).alias("hash_before"))
+    block = F.floor(seq / F.lit(rows_per_block))
+    digested = rows.select(*_WHERE, digest(rows).alias(_DIGEST), block.alias("_block"))  # before the shuffle
+    in_block = Window.partitionBy("run_id", "_block").orderBy("seq")
+    ends = rows.groupBy(F.col("run_id").alias("_run"), block.alias("_at")).agg(
+        F.max(seq).alias("_end_seq"), F.max_by("row_hash", seq).alias("_end_hash"))
+    blocks = Window.partitionBy("_run").orderBy("_at")
+    entries = ends.select("_run", "_at", F.lag("_end_seq").over(blocks).alias("_entry_seq"),
+                          F.lag("_end_hash").over(blocks).alias("_entry_hash"))
+    lagged = digested.select("*", F.lag("seq").over(in_block).alias("_seq"),
+                             F.lag("row_hash").over(in_block).alias("_hash"))
+    joined = lagged.join(entries, F.col("run_id").eqNullSafe(F.col("_run")) & (F.col("_block") == F.col("_at")),
+                         "left")
+    first_in_block = F.col("_seq").isNull()
+    before = joined.select(
+        *_WHERE, _DIGEST,
+        F.when(first_in_block, F.col("_entry_seq")).otherwise(F.col("_seq")).alias("seq_before"),
+        F.when(first_in_block, F.col("_entry_hash")).otherwise(F.col("_hash")).alias("hash_before"))
     expected = F.coalesce(F.col("seq_before") + 1, F.lit(0))
     linked = F.sha2(F.concat_ws("\n", F.when(seq == 0, prev).otherwise(F.col("hash_before")), seq.cast("string"),
                                 F.col(_DIGEST)), 256)
@@ -281,7 +298,7 @@ def _checked(rows: DataFrame) -> DataFrame:
     return problems.unionByName(summaries)
 
 
-def _findings(chained: DataFrame, versions: dict[int | None, int]) -> DataFrame:
+def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_block: int) -> DataFrame:
     """Every run's summary and every problem row, walked by the version its rows were chained with
     (``versions``: rows per ``chain_version``)."""
     spark = chained.sparkSession
@@ -292,19 +309,20 @@ def _findings(chained: DataFrame, versions: dict[int | None, int]) -> DataFrame:
         found = found.unionByName(spark.createDataFrame(ordered.rdd.mapPartitions(_walk),
                                                         _FINDINGS_DDL))
     if versions.get(CHAIN_VERSION):
-        found = found.unionByName(_checked(chained.where(F.col("chain_version") == CHAIN_VERSION)))
+        found = found.unionByName(_checked(chained.where(F.col("chain_version") == CHAIN_VERSION), rows_per_block))
     return found.localCheckpoint(eager=True)
 
 
-def verify(rows: DataFrame, expected_head: str | None = None) -> ChainCheck:
+def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: int = ROWS_PER_BLOCK) -> ChainCheck:
     """Check every chained row of the audit table ``rows`` and the links between runs; ``expected_head``
-    (a head an evidence document quoted) must still be a row of the chain."""
+    (a head an evidence document quoted) must still be a row of the chain. ``rows_per_block``: how many
+    rows of a run one task checks (the tests make it small, to cross a block's edge at every row)."""
     kinds = {(r["chained"], r["chain_version"]): r["rows"] for r in rows.groupBy(
         F.col("row_hash").isNotNull().alias("chained"), "chain_version").agg(F.count(F.lit(1)).alias("rows")).collect()}
     check = ChainCheck(unchained_rows=sum(n for (chained, _), n in kinds.items() if not chained))
     chained = rows.where(F.col("row_hash").isNotNull())
     versions = {version: n for (is_chained, version), n in kinds.items() if is_chained}
-    findings = _findings(chained, versions)
+    findings = _findings(chained, versions, rows_per_block)
     runs = findings.where(F.col("problem").isNull()).collect()
     check.runs, check.rows_verified = len(runs), sum(r["rows"] for r in runs)
     problems = [(r["at_ms"] or 0, r["run_id"], r["seq"], f"{_named(r)}: {r['problem']}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timezone
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,11 @@ def _key(row) -> tuple:
 
 
 def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
+    # Blocks of two rows: a run's rows 0, 2, ... are each the first of their block (checked against the end
+    # of the block before), rows 1, 3, ... are checked within theirs; the other tests check as runs are.
+    verify = partial(audit_chain.verify, rows_per_block=2)
     rows = read_audit(spark, chained).localCheckpoint(eager=True)
-    clean = audit_chain.verify(rows)
+    clean = verify(rows)
     assert clean.ok, clean.summary()
     assert (clean.runs, clean.rows_verified, clean.unchained_rows, clean.forks) == (3, 7, 0, [])
     order = sorted(rows.collect(), key=lambda r: (r["timestamp"], r["seq"]))
@@ -69,7 +73,7 @@ def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
             F.col(column) + F.expr("INTERVAL 1 SECOND") if kind == "timestamp" else F.concat(F.col(column), F.lit("x")))
         edited = rows.withColumn(column, F.when(this, changed).otherwise(F.col(column)))
         named = f"run {target['run_id']} row {target['seq']} "
-        check = audit_chain.verify(edited)
+        check = verify(edited)
         assert not check.ok and check.problems[0].startswith(named) and "edited" in check.problems[0], (column, check.problems)
 
         # The forger recomputes the edited row's own hash: the row after it (or the next run's link) breaks.
@@ -77,19 +81,19 @@ def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
         forged = edited.where(this).collect()[0].asDict()
         forged_hash = _rehash(spark, forged, prev)
         rehashed = edited.withColumn("row_hash", F.when(this, F.lit(forged_hash)).otherwise(F.col("row_hash")))
-        check = audit_chain.verify(rehashed)
+        check = verify(rehashed)
         successor = order[i + 1] if i + 1 < len(order) else None
         if successor is None:
             assert check.ok and check.head.row_hash == forged_hash  # the newest row: only a quoted head shows it
-            assert not audit_chain.verify(rehashed, expected_head=clean.head.row_hash).ok
+            assert not verify(rehashed, expected_head=clean.head.row_hash).ok
         else:
             assert not check.ok and check.problems[0].startswith(f"run {successor['run_id']} row {successor['seq']}")
 
-        deleted = audit_chain.verify(rows.where(~this))
+        deleted = verify(rows.where(~this))
         last_of_run = successor is None or successor["run_id"] != target["run_id"]
         if successor is None:
             assert deleted.ok  # the chain alone cannot see its own tail go: the quoted head can
-            assert audit_chain.verify(rows.where(~this), expected_head=clean.head.row_hash).problems == [
+            assert verify(rows.where(~this), expected_head=clean.head.row_hash).problems == [
                 f"head {clean.head.row_hash} is no row of the table: rows at or before it were deleted or changed"]
         elif last_of_run:
             assert deleted.problems[0].startswith(f"run {successor['run_id']} row 0: links to {target['row_hash']}")
@@ -101,13 +105,13 @@ def test_each_row_edited_deleted_or_rehashed_fails_and_is_named(spark, chained):
                 "missing (deleted)" in deleted.problems[0], deleted.problems
 
     # A whole run deleted from the middle, and a forged row inserted into a run.
-    middle = audit_chain.verify(rows.where(F.col("run_id") != "run-1"))
+    middle = verify(rows.where(F.col("run_id") != "run-1"))
     assert middle.problems[0].startswith("run run-2 row 0: links to")
     extra = rows.where((F.col("run_id") == "run-0") & (F.col("seq") == 1)).withColumn("seq", F.lit(9).cast("long"))
-    assert audit_chain.verify(rows.unionByName(extra)).problems[0].startswith("run run-0 row 9")
+    assert verify(rows.unionByName(extra)).problems[0].startswith("run run-0 row 9")
     # The newest run's hashes stripped, as if it predated the chain.
     stripped = rows.withColumn("row_hash", F.when(F.col("run_id") == "run-2", None).otherwise(F.col("row_hash")))
-    assert audit_chain.verify(stripped).problems == [
+    assert verify(stripped).problems == [
         "run run-2: 3 row(s) carry no hash but were written after the chain began "
         f"({order[0]['timestamp'].astimezone(timezone.utc).isoformat(timespec='seconds')}): their hashes were removed"]
 
