@@ -15,6 +15,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from deltalake import DeltaTable
+
 from demo.lake import build_lake
 from inventory_etl.cli import main as inventory_etl
 from inventory_etl.producer import objects_in_folder, write_delivery
@@ -88,6 +90,8 @@ def main() -> int:
     problems += [f"stale debris survived: {p}" for p in lake.stale_debris if p.exists()]
     problems += [f"kept file vanished: {p}" for p in lake.fresh_debris | lake.hidden_debris | lake.outside_tables
                  if not p.exists()]
+    problems += [f"{t['table']}: no VACUUM START and END in its history ({t['history']})" for t in report["tables"]
+                 if not (t["history"] or "").startswith("VACUUM START at version")]
     if report["totals"]["deleted_files"] != would:
         problems.append(f"dry run planned {would} deletions, the real run made {report['totals']['deleted_files']}")
     for problem in problems:
@@ -97,6 +101,10 @@ def main() -> int:
     print(f"  every table reads completely: row counts before = after ({sum(rows_after.values())} rows)")
     print(f"  every stale orphan is gone ({report['totals']['deleted_files']} files, "
           f"{human_bytes(report['totals']['deleted_bytes'])}); recent, hidden and out-of-table files are untouched")
+    print("  each table's own history holds the run (DeltaTable.history(), DESCRIBE HISTORY); sales/orders:")
+    for commit in DeltaTable(str(lake.tables["orders"])).history(2):
+        print(f"    version {commit['version']} {commit['operation']}: {commit['operationParameters']} "
+              f"{commit['operationMetrics']}")
 
     erased = sorted(lake.stale_debris)[0]
     step(8, f"erasure evidence: python -m lake_reports erasure --path …/{erased.name}")

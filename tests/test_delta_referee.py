@@ -19,6 +19,7 @@ default retention: ``REFEREE_EXAMPLES`` of them, 4 by default.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -140,6 +141,12 @@ def reorg_purge(spark, path):
     spark.sql(f"REORG TABLE {t} APPLY (PURGE)")
 
 
+def in_commit_timestamps(spark, path):
+    t = _create(spark, path, props={"delta.enableInCommitTimestamps": "true"})
+    _insert(spark, t, 0)
+    spark.sql(f"INSERT OVERWRITE {t} SELECT CAST(id AS INT), 'b' FROM range(10)")
+
+
 def restored(spark, path):
     t = _create(spark, path, extra="PARTITIONED BY (v)")
     _insert(spark, t, 0, 50, "'a'")
@@ -174,7 +181,8 @@ def deep_clone(spark, path):
 # In creation order: the clones read clone_source.
 FEATURES: dict[str, Callable] = {f.__name__: f for f in (
     deletion_vectors, merge_with_dvs, column_mapping_name, column_mapping_id, v2_checkpoint, multi_part_checkpoint,
-    row_tracking, liquid_clustering, type_widening, change_data_feed, reorg_purge, restored, optimized, clone_source,
+    row_tracking, liquid_clustering, type_widening, change_data_feed, reorg_purge, in_commit_timestamps, restored,
+    optimized, clone_source,
     shallow_clone, deep_clone)}
 GOLDEN_TABLES = sorted(p.name for p in GOLDEN.iterdir() if (p / "_delta_log").is_dir()) if GOLDEN.is_dir() else []
 
@@ -339,6 +347,17 @@ def test_a_real_vacuum_leaves_every_table_reading_as_before(spark, refereed, tmp
         assert spark.read.format("delta").load(str(refereed.bucket / name)).count() == refereed.rows[name], name
         assert not (refereed.bucket / name / "stale-orphan.parquet").exists()
         assert (refereed.bucket / name / HIDDEN_NESTED).exists()
+    # Our VACUUM START and END, as Delta's own DESCRIBE HISTORY reads them (in-commit timestamps included).
+    for table in report.tables:
+        end, start = spark.sql(f"DESCRIBE HISTORY delta.`{uris.local_path(table.table)}` LIMIT 2").collect()
+        assert (start.operation, end.operation) == ("VACUUM START", "VACUUM END"), table.table
+        assert {"retentionCheckEnabled", "defaultRetentionMillis", "specifiedRetentionMillis"} <= set(
+            start.operationParameters)
+        assert start.operationMetrics == {"numFilesToDelete": str(table.counts.candidate_files),
+                                          "sizeOfDataToDelete": str(table.counts.candidate_bytes)}, table.table
+        assert end.operationParameters["status"] == '"COMPLETED"'
+        assert end.operationMetrics["numDeletedFiles"] == str(table.counts.deleted_files), table.table
+        assert json.loads(end.operationParameters["runId"]) == report.run_id and end.timestamp >= start.timestamp
 
 
 # Times around the cutoff of a vacuum at the default retention: an hour or more from it on either side,

@@ -292,6 +292,15 @@ def _every_version(table: Path) -> dict[int, int]:
     return {v: DeltaTable(str(table), version=v).to_pyarrow_table().num_rows for v in range(latest + 1)}
 
 
+def _run_history(table: Path, before: dict[int, int]) -> tuple[dict[str, bytes], dict[int, int]]:
+    """The files and versions of ``table`` once a run added its VACUUM START and END commits to the
+    versions ``before`` (version -> rows): each reads as the version before it."""
+    last = max(before)
+    commits = {f"_delta_log/{v:020d}.json": (table / "_delta_log" / f"{v:020d}.json").read_bytes()
+               for v in (last + 1, last + 2)}
+    return commits, {**before, last + 1: before[last], last + 2: before[last]}
+
+
 def test_trash_round_trip_on_local_files(spark, tmp_path):
     lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
     orders, events = lake.tables["orders"], lake.tables["events"]
@@ -325,8 +334,10 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
                                f"file://{events}": {"restored": sum("/events/" in p for p in deleted) - 1,
                                                     "not_restored": 1}}
     assert restored.problems == [f"file://{again}: written again since the vacuum: a file is at its path again"]
-    assert (_files(orders), _every_version(orders)) == before[orders]  # byte for byte, every version
-    assert _files(events) == {**before[events][0], str(again.relative_to(events)): b"written again"}
+    history, versions = _run_history(orders, before[orders][1])
+    assert (_files(orders), _every_version(orders)) == ({**before[orders][0], **history}, versions)  # byte for byte
+    assert _files(events) == {**before[events][0], **_run_history(events, before[events][1])[0],
+                              str(again.relative_to(events)): b"written again"}
     assert {str(p.relative_to(trash)) for p in trash.rglob("*") if p.is_file()} == {
         f"{run.run_id}{again}"}  # only the one left alone; emptied folders pruned
 

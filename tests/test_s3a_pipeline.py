@@ -35,6 +35,7 @@ from tests.conftest import JARS
 from tests.lakes import now_ms, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
+from tests.test_vacuum_history import ours
 from vacuum_jobs.batch_vacuum import STEP_PLANNING, BatchVacuum, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.restore_purge import purge, restore
@@ -137,10 +138,15 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     assert len(deleted) == run.totals()["deleted_files"] >= 3  # the orphan and the two replaced commits' files
     assert not any("_delta_log" in key for key in deleted)
     assert _rows(spark, table) == rows
+    # The run's VACUUM START and END, put into the table's log on S3 (If-None-Match), read back by deltalake.
+    (started, start), (ended, end) = ours("s3" + table.removeprefix("s3a"))[run.run_id]
+    assert (started, ended) == ("VACUUM START", "VACUUM END") and end["version"] == start["version"] + 1
+    assert end["operationMetrics"]["numDeletedFiles"] == str(len(deleted))
+    history = {f"{table.split('/', 3)[3]}/_delta_log/{c['version']:020d}.json" for c in (start, end)}
 
     # Restore takes the run's delete markers away; a second vacuum deletes again; purge erases the versions.
     restored = restore(spark, audit, run.run_id, dry_run=False, delete=settings)
-    assert restored.ok and _live_keys(s3, lake) == live
+    assert restored.ok and _live_keys(s3, lake) == live | history
     again = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                    delete=settings, now_ms=now_ms() + 5000)
     assert again.totals()["deleted_files"] == len(deleted)

@@ -11,6 +11,7 @@ rounds kill at a randomly chosen planned file; ``SOAK_SEED`` picks them.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -25,6 +26,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakeio.audit import verify_chain
 from tests.lakes import inventory_of, vacuum
+from tests.test_vacuum_history import ours
 
 pytestmark = pytest.mark.slow  # vacuum runs in subprocesses, killed mid-run
 
@@ -62,7 +64,9 @@ def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls
         cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True)
 
 
-def _kill_then_rerun(spark, tmp_path: Path, pick) -> None:
+def _kill_then_rerun(spark, tmp_path: Path, pick, ends: dict[str, set[tuple[str, bool]]]) -> None:
+    """``pick`` names where to kill; ``ends`` what may end the killed run's history in each table
+    ("*": any other): (status, with the run's own failed count, as only the run itself writes)."""
     tables, rows = _lake(tmp_path)
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
     audit = tmp_path / "audit"
@@ -93,16 +97,42 @@ def _kill_then_rerun(spark, tmp_path: Path, pick) -> None:
     assert by_killed_run == gone_before_rerun  # recorded as the killed run's, read back by the re-run
     assert not (audit / "_unrecorded").exists() and not list(tmp_path.glob("lake/*/_vacuum_journal"))
     assert verify_chain(spark, str(audit)).ok
+    for table in tables:  # the killed run's VACUUM START is closed: by its own END, or by the re-run's FAILED one
+        runs = ours(table)
+        assert [op for op, _ in runs.pop(rerun.run_id)] == ["VACUUM START", "VACUUM END"]
+        (commits,) = runs.values()
+        assert [op for op, _ in commits] == ["VACUUM START", "VACUUM END"], table
+        ended = commits[1][1]
+        assert (json.loads(ended["operationParameters"]["status"]), "numFailedDeletes" in ended["operationMetrics"]
+                ) in ends.get(table.name, ends["*"]), (table, ended)
+        if "numDeletedFiles" in ended["operationMetrics"]:  # never more, nor fewer, than the run deleted there
+            assert int(ended["operationMetrics"]["numDeletedFiles"]) == sum(table in f.parents for f in gone_before_rerun)
 
 
-@pytest.mark.parametrize("point", ["at a planned file's unlink", "at the audit commit's link"])
+# The killed run's own FAILED end (its deletes' job failed), or the one the re-run writes for it.
+FAILED = {("FAILED", False)}
+# Or the run's own end, with its counts: a run killed in one table's deletes may still end another's
+# history (its deletes there done) before it dies.
+ANY = FAILED | {("COMPLETED", True), ("FAILED", True)}
+POINTS = {
+    "at a planned file's unlink": {"*": ANY},
+    "at the audit commit's link": {"*": {("COMPLETED", True)}},  # every delete done and its history ended
+    # The driver dies putting table a's VACUUM END in place; the others' ENDs went in beside it, or not.
+    "at a table's VACUUM END": {"a": FAILED, "*": FAILED | {("COMPLETED", True)}},
+}
+
+
+@pytest.mark.parametrize("point", POINTS)
 def test_a_vacuum_killed_at_a_named_point_then_rerun_records_every_delete_once(spark, tmp_path, point):
     def pick(candidates: list[Path], audit: Path) -> tuple[Path, str]:
         if point.startswith("at a planned"):
             return candidates[len(candidates) // 2], "unlink,unlinkat"
-        return audit / "_delta_log" / f"{1:020d}.json", "link,linkat,rename,renameat,renameat2"
+        if point.startswith("at the audit"):
+            return audit / "_delta_log" / f"{1:020d}.json", "link,linkat,rename,renameat,renameat2"
+        log = tmp_path / "lake" / "a" / "_delta_log"  # four overwrites, then our START: the END goes fifth
+        return log / f"{5:020d}.json", "link,linkat"
 
-    _kill_then_rerun(spark, tmp_path, pick)
+    _kill_then_rerun(spark, tmp_path, pick, POINTS[point])
 
 
 def test_soak_vacuums_killed_at_random_planned_files_then_rerun(spark, tmp_path):
@@ -110,4 +140,4 @@ def test_soak_vacuums_killed_at_random_planned_files_then_rerun(spark, tmp_path)
     chooser = random.Random(os.environ.get("SOAK_SEED", "vacuum-kills"))
     for round_ in range(rounds):
         _kill_then_rerun(spark, tmp_path / f"round-{round_}",
-                         lambda candidates, _: (chooser.choice(candidates), "unlink,unlinkat"))
+                         lambda candidates, _: (chooser.choice(candidates), "unlink,unlinkat"), {"*": ANY})

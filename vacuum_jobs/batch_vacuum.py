@@ -40,6 +40,7 @@ from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
+from vacuum_jobs.history import END, START, BeforePut, HistoryNotWritten, TableHistory, end_commit, history_writer, start_commit
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
@@ -72,6 +73,7 @@ class VacuumOptions:
     audit_table: str | None = None
     min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
     delete: DeleteSettings = field(default_factory=DeleteSettings)
+    history: bool = True  # VACUUM START / END commits in each table deleted in (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
     def __post_init__(self) -> None:
@@ -105,6 +107,7 @@ def vacuum(
     max_inventory_age_hours: float = VacuumOptions.max_inventory_age_hours,
     min_coverage: float = VacuumOptions.min_coverage,
     delete: DeleteSettings | None = None,
+    history: bool = True,
     now_ms: int | None = None,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
@@ -125,6 +128,9 @@ def vacuum(
         min_coverage: below this share of a table's old live files listed, the inventory does
             not cover the table, which is refused.
         delete: how files are deleted (batch size, pace, trash, versions); default: :class:`DeleteSettings`.
+        history: record the vacuum in each table it deletes in, as Delta does: a ``VACUUM START``
+            commit before the deletes and a ``VACUUM END`` after (``DESCRIBE HISTORY`` shows them);
+            a :class:`TableTarget` may switch it off for its table.
         now_ms: the run's clock, epoch milliseconds (tests); default: now.
 
     Returns:
@@ -136,7 +142,7 @@ def vacuum(
     options = VacuumOptions(inventory_table, inventory_date=inventory_date, max_inventory_age_hours=max_inventory_age_hours,
                             retention_hours=retention_hours, enforce_retention_duration=enforce_retention_duration,
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
-                            delete=delete or DeleteSettings(), now_ms=now_ms)
+                            delete=delete or DeleteSettings(), history=history, now_ms=now_ms)
     return BatchVacuum(spark, options).execute(tables)
 
 
@@ -144,15 +150,18 @@ class BatchVacuum:
     """One run over many tables: each step a method, the steps timed into the report."""
 
     def __init__(self, spark: SparkSession, options: VacuumOptions, *, on_step: Callable[[str], None] | None = None,
-                 before_commit: BeforeCommit | None = None):
+                 before_commit: BeforeCommit | None = None, before_history: BeforePut | None = None):
         """``on_step`` is told each step's name as it begins, ``before_commit`` the table each commit
-        to the audit is about to go into (where tests hold a run, or change what it reads)."""
+        to the audit is about to go into, ``before_history`` each version a table's VACUUM START or
+        END is about to be put at (where tests hold a run, or change what it reads)."""
         self.spark = spark
         self.before_commit = before_commit
         self.options = options
         self.progress = Steps(spark, log, on_step=on_step)
         check_workers(spark)
         self.storage = Storage(spark)
+        self.log_writer = history_writer(options.delete, before_history)
+        self.histories: dict[TableRoot, TableHistory] = {}  # of the tables whose history is written
         self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
         self.started = time.monotonic()  # of the current execute()
 
@@ -160,6 +169,7 @@ class BatchVacuum:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
         Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
         self.started = time.monotonic()
+        self.histories = {}
         self.progress.restart()
         self.progress.begin(STEP_INVENTORY, "reading the inventory")
         if tables is None:
@@ -350,6 +360,8 @@ class BatchVacuum:
         report = run_tables[root]
         report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
         report.dry_run = self.options.dry_run or bool(target.dry_run)
+        if not report.dry_run and (self.options.history if target.history is None else target.history):
+            self.histories[root] = TableHistory.of(root, state, table_hours)
         return policy
 
     def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
@@ -477,6 +489,7 @@ class BatchVacuum:
         deleting = [root for root in planned if not run_tables[root].dry_run]
         dry = [root for root in planned if run_tables[root].dry_run]
         candidates = recheck.without_referenced(of_tables(plan.candidates, planned))
+        to_delete = candidates
         if any(uris.scheme_of(root) == "s3" for root in deleting):
             candidates = _with_versions(candidates, inventory.rows, self.options.delete.purge_versions)
         self.progress.begin(STEP_DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
@@ -492,9 +505,14 @@ class BatchVacuum:
         if self.options.audit_table:  # read back by the next run, should this one die before it records
             note_intent(self.spark, self.options.audit_table, run_id, targets, self.options.delete.trash,
                         inventory.day)
-        outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
-        # Deletes must run exactly once: materialize before counting and recording.
-        outcomes = outcomes.localCheckpoint(eager=True)
+        started = self._history_start(deleting, to_delete, recheck, run_tables, run_id)
+        try:
+            outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
+            # Deletes must run exactly once: materialize before counting and recording.
+            outcomes = outcomes.localCheckpoint(eager=True)
+        except BaseException:
+            self._history_end(started, run_tables, run_id, counted=False)
+            raise
         self.deleted_in = deleting
         for row in outcomes.groupBy("table_root", "action").agg(
             F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
@@ -518,7 +536,51 @@ class BatchVacuum:
                 report.status, report.reason = TableStatus.FAILED, f"{report.counts.failed_files} deletion(s) failed"
             else:
                 report.status = TableStatus.VACUUMED
+        self._history_end(started, run_tables, run_id, counted=True)
         return outcomes
+
+    def _history_start(self, deleting: list[TableRoot], to_delete: DataFrame, recheck: Recheck,
+                       run_tables: RunTables, run_id: str) -> dict[TableRoot, int]:
+        """A VACUUM START commit in each table of ``deleting`` whose history is on, with what it is
+        about to delete (``to_delete``: shapes.CANDIDATES); the version each went to. Written after
+        the logs' re-check, which therefore never sees it."""
+        tables = [root for root in deleting if root in self.histories]
+        if not tables:
+            return {}
+        sizes = {r["table_root"]: (r["n"], r["bytes"]) for r in of_tables(to_delete, tables).groupBy("table_root").agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()}
+        commits = []
+        for root in tables:
+            report, history = run_tables[root], self.histories[root]
+            assert report.version is not None and report.retention_hours is not None, root
+            latest = recheck.moved.get(root, (report.version, report.version))[1]
+            files, size = sizes.get(root, (0, 0))
+            commits.append((history, latest, start_commit(run_id, report.retention_hours,
+                                                          self.options.enforce_retention_duration,
+                                                          history.retention_hours, files, size)))
+        started: dict[TableRoot, int] = {}
+        for root, written in zip(tables, self.log_writer.commit_each(commits)):
+            if isinstance(written, HistoryNotWritten):
+                run_tables[root].history = f"not recorded: {written}"
+            else:
+                started[root] = written
+        return started
+
+    def _history_end(self, started: dict[TableRoot, int], run_tables: RunTables, run_id: str, *,
+                     counted: bool) -> None:
+        """A VACUUM END commit in each table that got a START, with its delete counts, or FAILED
+        without them when the deletes did not finish (``counted`` False)."""
+        roots = list(started)
+        commits = []
+        for root in roots:
+            counts = run_tables[root].counts
+            commits.append((self.histories[root], started[root],
+                            end_commit(run_id, counts.deleted_files, counts.failed_files) if counted
+                            else end_commit(run_id, None, None)))
+        for root, written in zip(roots, self.log_writer.commit_each(commits)):
+            run_tables[root].history = (f"{START} at version {started[root]}, {END} at version {written}"
+                                        if not isinstance(written, HistoryNotWritten) else
+                                        f"{START} at version {started[root]}; {END} not recorded: {written}")
 
 
 # What a delete can end as; each has its files and bytes count (TableCounts).

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--database", metavar="NAME",
                        help="every Delta table of this catalog database (its views and other tables are skipped, by name)")
     which.add_argument("--tables-file", metavar="FILE",
-                       help="YAML or JSON list of tables with optional retention_hours, enabled, dry_run per table "
+                       help="YAML or JSON list of tables with optional retention_hours, enabled, dry_run, history per table "
                             "(a local path or a URI)")
     which.add_argument("--discover", action="store_true",
                        help="every Delta table root found in the inventory (keys with a _delta_log/ segment)")
@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="S3 keys deleted per second by the whole run, however many executors delete "
                              "(S3 takes about 3,500 writes/s per prefix; default: %(default)g)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
+    parser.add_argument("--no-history", action="store_true",
+                        help="write no VACUUM START / END commits into the tables' logs (by default each table "
+                             "deleted in gets them, as Delta's own VACUUM writes them; DESCRIBE HISTORY shows them)")
     add_common_arguments(parser)
     return parser
 
@@ -208,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             audit_table=args.audit_table,
             min_coverage=args.min_coverage,
             delete=delete,
+            history=not args.no_history,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

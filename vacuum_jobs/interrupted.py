@@ -15,6 +15,7 @@ run's table rows say ``failed``: it never finished.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -31,7 +32,9 @@ from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
 from lakeio.times import epoch_ms
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
+from vacuum_jobs.history import close_killed_run, history_writer
 
+log = logging.getLogger(__name__)
 # A run on another host noted this long ago is taken as dead.
 DEAD_AFTER = timedelta(days=1)
 # Runs of this process that have noted their intent and not ended yet.
@@ -81,6 +84,11 @@ def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFram
                                    ).localCheckpoint(eager=True)  # looked at once, before the journals go
         roots = sorted(r["table_root"] for r in intent.select("table_root").distinct().collect())
         DeleteJournal.remove(Storage(spark), roots, run_id)
+        deleted = {r["table_root"]: r["count"] for r in outcomes.where(
+            F.col("action") == AuditAction.DELETED.value).groupBy("table_root").count().collect()}
+        for root, why in close_killed_run(history_writer(settings), Storage(spark), run_id, roots, owner["noted_ms"],
+                                          deleted).items():
+            log.warning("run %s left a VACUUM START in %s that could not be closed: %s", run_id, root, why)
         why = "killed before it recorded: its deletes were read back from its note by a later run"
         tables = [RunTable(root, AuditAction.TABLE_FAILED, why) for root in roots]
         return run_rows(spark, run_id, owner["noted_ms"], tables, outcomes, owner["inventory_date"])

@@ -70,6 +70,7 @@ class TableReport:
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
     referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
     name: str | None = None  # the catalog name it was given by, shown in place of its location
+    history: str | None = None  # the versions of its VACUUM START and END commits, or why they are missing
 
 
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)

@@ -10,6 +10,7 @@ names (``bronze.events``) are resolved to locations at the start of the run
       retention_hours: 336     # optional, default: the table's own setting (retain_hours: the old name)
       enabled: false           # optional: reported as skipped
       dry_run: true            # optional: plan only, even in a real run
+      history: false           # optional: no VACUUM START / END commits in this table's log
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class TableTarget:
     enabled: bool = True
     dry_run: bool | None = None
     name: str | None = None  # the catalog name ``uri`` was resolved from
+    history: bool | None = None  # VACUUM START / END commits in its log; default: the run's setting
 
     @property
     def root(self) -> uris.TableRoot:
@@ -123,7 +125,7 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
             entry = {"table": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("table"), str):
             raise TargetsError(f"{path}: entry {i} needs a 'table' URI or name")
-        unknown = set(entry) - {"table", "retention_hours", "retain_hours", "enabled", "dry_run"}
+        unknown = set(entry) - {"table", "retention_hours", "retain_hours", "enabled", "dry_run", "history"}
         if unknown:
             raise TargetsError(f"{path}: entry {i} has unknown key(s) {sorted(unknown)}")
         if {"retention_hours", "retain_hours"} <= set(entry):
@@ -131,10 +133,11 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
         retain = entry.get("retention_hours", entry.get("retain_hours"))  # retain_hours: deprecated, one release
         if retain is not None and (not isinstance(retain, (int, float)) or isinstance(retain, bool) or retain < 0):
             raise TargetsError(f"{path}: entry {i}: retention_hours must be a number >= 0")
-        for flag in ("enabled", "dry_run"):
+        for flag in ("enabled", "dry_run", "history"):
             if flag in entry and not isinstance(entry[flag], bool):
                 raise TargetsError(f"{path}: entry {i}: {flag} must be true or false")
-        found.append(TableTarget(_uri_or_name(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run")))
+        found.append(TableTarget(_uri_or_name(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run"),
+                                 history=entry.get("history")))
     return _dedupe(found)
 
 
