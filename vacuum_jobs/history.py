@@ -9,8 +9,8 @@ deltalake (1.x) has no public way to commit another engine's operation, so the c
 written here, put only if absent: a hard link on local disk, ``If-None-Match: *`` on S3. A writer
 that takes a version first keeps it, and the commit goes to the next one, unless that writer's
 commit changed the table's protocol or metadata: then the history is not written, and the table's
-report says why. So are other stores (no put-if-absent this job trusts) and a log we may not
-write; the table is vacuumed all the same. Tables with in-commit timestamps get one, later than
+report says why. The same goes for other stores (no put-if-absent this job trusts) and for a log
+the job may not write; the table is vacuumed all the same. Tables with in-commit timestamps get one, later than
 the commit before.
 """
 
@@ -31,7 +31,7 @@ from lakeio.deltalog.segments import log_segments
 from lakeio.errors import HousekeepingError
 from lakeio.storage import Storage
 from lakeio.text import first_line
-from lakeio.times import epoch_ms
+from lakeio.times import MS_PER_HOUR, epoch_ms
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 
 START, END = "VACUUM START", "VACUUM END"
@@ -62,11 +62,11 @@ class VacuumCommit:
 
 def start_commit(run_id: str, retention_hours: float, retention_check: bool, table_retention_hours: float,
                  files: int, size: int) -> VacuumCommit:
-    hour_ms = 3_600_000
+    """What the run is about to delete in a table (``files``, ``size`` bytes), under which retention."""
     return VacuumCommit(START, {
         "retentionCheckEnabled": json.dumps(retention_check),
-        "defaultRetentionMillis": json.dumps(round(table_retention_hours * hour_ms)),
-        "specifiedRetentionMillis": json.dumps(round(retention_hours * hour_ms)),
+        "defaultRetentionMillis": json.dumps(round(table_retention_hours * MS_PER_HOUR)),
+        "specifiedRetentionMillis": json.dumps(round(retention_hours * MS_PER_HOUR)),
         "runId": json.dumps(run_id),
     }, {"numFilesToDelete": str(files), "sizeOfDataToDelete": str(size)})
 
