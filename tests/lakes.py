@@ -1,10 +1,13 @@
-"""Test helpers: an inventory of a local folder, and vacuum runs against it."""
+"""Test helpers: an inventory of a local folder, vacuum runs against it, and what they wrote into tables' logs."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from deltalake import DeltaTable
 
 import vacuum_jobs
 from inventory_etl.ingestion import IngestInventory
@@ -32,3 +35,13 @@ def by_table(report) -> dict:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def ours(table: Path | str, options: dict | None = None) -> dict[str, list[tuple[str, dict]]]:
+    """The table's commits written by our runs: {run id: [(operation, commitInfo), ...] oldest first}."""
+    runs: dict[str, list[tuple[str, dict]]] = {}
+    for info in reversed(DeltaTable(str(table), storage_options=options).history()):
+        run = info.get("operationParameters", {}).get("runId")
+        if run is not None:
+            runs.setdefault(json.loads(run), []).append((info["operation"], info))
+    return runs

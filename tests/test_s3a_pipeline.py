@@ -32,10 +32,9 @@ from lake_reports.charges import chargeback
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
 from tests.conftest import JARS
-from tests.lakes import now_ms, vacuum
+from tests.lakes import now_ms, ours, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
-from tests.test_vacuum_history import ours
 from vacuum_jobs.batch_vacuum import STEP_PLANNING, BatchVacuum, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.restore_purge import purge, restore

@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from demo.lake import build_lake
 from lakeio.deltalog.replay import TableState
 from lakeio.uris import TableRoot
-from tests.lakes import inventory_of, vacuum
+from tests.lakes import inventory_of, ours, vacuum
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import S3BatchDeleter
 from vacuum_jobs.history import END, START, HistoryNotWritten, LogWriter, TableHistory, end_commit, start_commit
@@ -24,16 +24,6 @@ from vacuum_jobs.targets import TableTarget, TargetsError, from_file
 DELTA_START_PARAMETERS = {"retentionCheckEnabled", "defaultRetentionMillis", "specifiedRetentionMillis"}
 DELTA_START_METRICS = {"numFilesToDelete", "sizeOfDataToDelete"}
 DELTA_END_METRICS = {"numDeletedFiles", "numVacuumedDirectories"}
-
-
-def ours(table: Path | str, options: dict | None = None) -> dict[str, list[tuple[str, dict]]]:
-    """The table's commits written by our runs: {run id: [(operation, commitInfo), ...] oldest first}."""
-    runs: dict[str, list[tuple[str, dict]]] = {}
-    for info in reversed(DeltaTable(str(table), storage_options=options).history()):
-        run = info.get("operationParameters", {}).get("runId")
-        if run is not None:
-            runs.setdefault(json.loads(run), []).append((info["operation"], info))
-    return runs
 
 
 @pytest.mark.slow

@@ -25,8 +25,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakeio.audit import verify_chain
-from tests.lakes import inventory_of, vacuum
-from tests.test_vacuum_history import ours
+from tests.lakes import inventory_of, ours, vacuum
 
 pytestmark = pytest.mark.slow  # vacuum runs in subprocesses, killed mid-run
 
