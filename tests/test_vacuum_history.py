@@ -15,9 +15,11 @@ from demo.lake import build_lake
 from lakeio.deltalog.replay import TableState
 from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import S3BatchDeleter
 from vacuum_jobs.history import END, START, HistoryNotWritten, LogWriter, TableHistory, end_commit, start_commit
+from vacuum_jobs.report import NOT_RECORDED
 from vacuum_jobs.targets import TableTarget, TargetsError, from_file
 
 # The names Delta's VacuumCommand writes (DeltaOperations.VacuumStart / VacuumEnd, DeltaOperationMetrics).
@@ -98,6 +100,27 @@ def test_a_failed_delete_still_ends_the_history_and_says_failed(spark, tmp_path)
     assert end["operationMetrics"]["numFailedDeletes"] == "1"
     assert int(end["operationMetrics"]["numDeletedFiles"]) == only.counts.deleted_files == len(gone) - 1
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 1
+
+
+@pytest.mark.slow
+def test_a_table_whose_history_a_writer_took_is_vacuumed_and_the_summary_says_why_it_has_none(spark, tmp_path):
+    table = tmp_path / "lake" / "t"
+    for i in range(3):
+        write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+
+    def alter_first(version: int) -> None:  # another writer changes the table's metadata at our START's version
+        DeltaTable(str(table)).alter.set_table_properties({"delta.appendOnly": "false"})
+
+    options = VacuumOptions(inventory, dry_run=False, retention_hours=0, enforce_retention_duration=False)
+    report = BatchVacuum(spark, options, before_history=alter_first).execute([str(table)])
+
+    (only,) = report.tables
+    assert only.status == "vacuumed" and only.counts.deleted_files == 2
+    assert only.history_incomplete and only.history.startswith(f"{NOT_RECORDED}: ")
+    assert "version 3, committed by another writer during the run, changed" in only.history
+    assert f"          history: {only.history}" in report.summary().splitlines()
+    assert not ours(table) and DeltaTable(str(table)).to_pyarrow_table().num_rows == 1
 
 
 def test_the_tables_file_switches_history_per_table(tmp_path):

@@ -44,7 +44,7 @@ from vacuum_jobs.history import END, START, BeforePut, HistoryNotWritten, TableH
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
-from vacuum_jobs.report import RunReport, RunTables, TableReport, write_audit
+from vacuum_jobs.report import NOT_RECORDED, RunReport, RunTables, TableReport, write_audit
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
@@ -561,7 +561,7 @@ class BatchVacuum:
         started: dict[TableRoot, int] = {}
         for root, written in zip(tables, self.log_writer.commit_each(commits)):
             if isinstance(written, HistoryNotWritten):
-                run_tables[root].history = f"not recorded: {written}"
+                run_tables[root].history = f"{NOT_RECORDED}: {written}"
             else:
                 started[root] = written
         return started
@@ -580,7 +580,7 @@ class BatchVacuum:
         for root, written in zip(roots, self.log_writer.commit_each(commits)):
             run_tables[root].history = (f"{START} at version {started[root]}, {END} at version {written}"
                                         if not isinstance(written, HistoryNotWritten) else
-                                        f"{START} at version {started[root]}; {END} not recorded: {written}")
+                                        f"{START} at version {started[root]}; {END} {NOT_RECORDED}: {written}")
 
 
 # What a delete can end as; each has its files and bytes count (TableCounts).

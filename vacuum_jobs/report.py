@@ -72,7 +72,14 @@ class TableReport:
     name: str | None = None  # the catalog name it was given by, shown in place of its location
     history: str | None = None  # the versions of its VACUUM START and END commits, or why they are missing
 
+    @property
+    def history_incomplete(self) -> bool:
+        """A commit of its history was meant and is missing: the summary says why."""
+        return self.history is not None and NOT_RECORDED in self.history
 
+
+# How ``TableReport.history`` says a commit of the table's history is missing.
+NOT_RECORDED = "not recorded"
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
 
 
@@ -175,6 +182,8 @@ class RunReport:
             )
             if r.reason:
                 lines.append(f"          reason: {r.reason}")
+            if r.history_incomplete:
+                lines.append(f"          history: {r.history}")
             for other, files in sorted(r.referenced_by.items()):
                 lines.append(f"          kept {files:,} file(s) that {other} needs")
         for table, why in sorted(self.references_unknown.items()):
