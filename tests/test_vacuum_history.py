@@ -80,12 +80,17 @@ def test_a_real_run_records_start_and_end_in_each_table_with_deltas_names(spark,
     assert lake.row_counts() == rows
 
 
-@pytest.mark.slow
-def test_a_failed_delete_still_ends_the_history_and_says_failed(spark, tmp_path):
+def _overwritten_twice(spark, tmp_path: Path) -> tuple[Path, str]:
+    """A table of versions 0-2, each overwriting the last (two stale files), and its inventory."""
     table = tmp_path / "lake" / "t"
     for i in range(3):
         write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
-    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    return table, inventory_of(spark, tmp_path / "lake", tmp_path)
+
+
+@pytest.mark.slow
+def test_a_failed_delete_still_ends_the_history_and_says_failed(spark, tmp_path):
+    table, inventory = _overwritten_twice(spark, tmp_path)
     gone = sorted(set(table.glob("*.parquet")) - {Path(u.removeprefix("file://")) for u in DeltaTable(str(table)).file_uris()})
     gone[0].unlink()
     gone[0].mkdir()  # listed as a file by the inventory, a folder by now: its delete fails
@@ -104,10 +109,7 @@ def test_a_failed_delete_still_ends_the_history_and_says_failed(spark, tmp_path)
 
 @pytest.mark.slow
 def test_a_table_whose_history_a_writer_took_is_vacuumed_and_the_summary_says_why_it_has_none(spark, tmp_path):
-    table = tmp_path / "lake" / "t"
-    for i in range(3):
-        write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
-    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    table, inventory = _overwritten_twice(spark, tmp_path)
 
     def alter_first(version: int) -> None:  # another writer changes the table's metadata at our START's version
         DeltaTable(str(table)).alter.set_table_properties({"delta.appendOnly": "false"})
