@@ -55,6 +55,10 @@ class TableCounts:
         return tuple(f.name for f in fields(cls))
 
 
+# How ``TableReport.history`` says a commit of the table's history is missing.
+NOT_RECORDED = "not recorded"
+
+
 @dataclass
 class TableReport:
     table: str
@@ -78,8 +82,6 @@ class TableReport:
         return self.history is not None and NOT_RECORDED in self.history
 
 
-# How ``TableReport.history`` says a commit of the table's history is missing.
-NOT_RECORDED = "not recorded"
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
 
 
