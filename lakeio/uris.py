@@ -105,6 +105,12 @@ def local_path(uri: str) -> str:
     return full[len("file://"):]
 
 
+def bucket_and_key(uri: str) -> tuple[str, str]:
+    """An ``s3://`` (or ``s3a://``) URI's bucket and key, for the boto3 calls that take them apart."""
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
 def decode_log_path(path: str) -> str:
     """Delta log paths are RFC 2396 URI-encoded; inventory paths are not."""
     return unquote(path)

@@ -306,7 +306,7 @@ class S3BatchDeleter:
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:
         by_bucket: dict[str, list[tuple[dict, Target]]] = {}
         for target in targets:
-            bucket, _, key = target.path[len("s3://"):].partition("/")
+            bucket, key = uris.bucket_and_key(target.path)
             if self.settings.purge_versions and target.version_ids:
                 keys = [{"Key": key, "VersionId": v} for v in target.version_ids]
             else:
@@ -422,7 +422,7 @@ def _error_code(exc: Exception) -> tuple[str | None, int | None]:
 
 def key_versions(client, path: str) -> list[dict]:
     """Every version and delete marker of exactly this key (``marker`` says which)."""
-    bucket, _, key = path[len("s3://"):].partition("/")
+    bucket, key = uris.bucket_and_key(path)
     found: list[dict] = []
     params = {"Bucket": bucket, "Prefix": key}
     while True:

@@ -182,7 +182,7 @@ class LogWriter:
         if uris.scheme_of(uri) == "s3":
             from botocore.exceptions import ClientError
 
-            bucket, key = _bucket_key(uri)
+            bucket, key = uris.bucket_and_key(uri)
             try:
                 self._s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")
             except ClientError as exc:
@@ -204,7 +204,7 @@ class LogWriter:
 
     def _read(self, uri: str) -> str | None:
         if uris.scheme_of(uri) == "s3":
-            bucket, key = _bucket_key(uri)
+            bucket, key = uris.bucket_and_key(uri)
             try:
                 return self._s3().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
             except self._s3().exceptions.NoSuchKey:
@@ -246,11 +246,6 @@ def close_killed_run(writer: LogWriter, storage: Storage, run_id: str, roots: li
         except Exception as exc:  # the settling goes on; the START stays open, said in the log
             problems[root] = first_line(exc)
     return problems
-
-
-def _bucket_key(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.split("://", 1)[1].partition("/")
-    return bucket, key
 
 
 def _actions(text: str) -> list[dict[str, Any]]:

@@ -515,7 +515,7 @@ def _lifecycle_warnings(settings: DeleteSettings, tables: dict[str, dict[str, in
     by_bucket: dict[str, list[str]] = {}
     for root in tables:
         if uris.scheme_of(root) == "s3":
-            bucket, _, prefix = root[len("s3://"):].partition("/")
+            bucket, prefix = uris.bucket_and_key(root)
             by_bucket.setdefault(bucket, []).append(prefix + "/")
     if not by_bucket:
         return warnings
