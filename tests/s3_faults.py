@@ -8,9 +8,18 @@ Each ``DeleteObjects`` request takes the next fault from a script (then ``ok``):
 - ``partial``: the store deletes all but the first three keys, which the answer lists as
   ``InternalError``, as S3 does for keys it could not delete.
 
+Each conditional ``PutObject`` (``If-None-Match``, how commits go into a Delta log) takes the
+next fault from ``put_script`` (then ``ok``):
+
+- ``conflict``: 409 ``ConditionalRequestConflict``, as S3 answers while another conditional
+  write to the key is under way; nothing reached the store;
+- ``lost``: the store takes the object, the connection closes before the answer reaches the
+  client (which tries again, and is then told the key exists).
+
 Every request is logged (time, fault, keys asked), so tests can count attempts per fault
-and check the pace the store saw. The proxy can also hold every request a fixed time before
-relaying it: the benchmarks' stand-in for S3's latency (benchmarks.delta_vacuum ``--s3``).
+and check the pace the store saw; conditional puts are logged in ``puts`` (fault, key). The
+proxy can also hold every request a fixed time before relaying it: the benchmarks' stand-in
+for S3's latency (benchmarks.delta_vacuum ``--s3``).
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ _OBJECT = re.compile(rb"<Object>.*?</Object>", re.S)
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+_CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
+             b"<Message>A conflicting conditional operation is currently in progress against this resource."
+             b"</Message></Error>")
 
 
 @contextmanager
@@ -75,6 +87,8 @@ class FaultyS3:
         self.hang_seconds = hang_seconds
         self.delay_seconds = delay_seconds  # every request waits this long before it is relayed
         self.script: list[str] = []
+        self.put_script: list[str] = []
+        self.puts: list[tuple[str, str]] = []  # (fault, path) of each conditional put
         self.requests: list[tuple[float, str, int]] = []  # (monotonic time, fault, keys asked)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -124,7 +138,21 @@ class FaultyS3:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 if self.command == "POST" and urlsplit(self.path).query.startswith("delete"):
                     return self._delete_objects(headers, body)
+                if self.command == "PUT" and "if-none-match" in {k.lower() for k in headers}:
+                    return self._conditional_put(headers, body)
                 self._answer(*proxy._forward(self.command, self.path, headers, body))
+
+            def _conditional_put(self, headers: dict, body: bytes):
+                with proxy._lock:
+                    fault = proxy.put_script.pop(0) if proxy.put_script else "ok"
+                    proxy.puts.append((fault, urlsplit(self.path).path))
+                if fault == "conflict":
+                    return self._answer(409, [("Content-Type", "application/xml")], _CONFLICT)
+                answer = proxy._forward("PUT", self.path, headers, body)
+                if fault == "lost":
+                    self.close_connection = True
+                    return
+                self._answer(*answer)
 
             def _delete_objects(self, headers: dict, body: bytes):
                 fault = proxy._next_fault(len(_OBJECT.findall(body)))

@@ -1,8 +1,11 @@
 """Our vacuums in each table's own history (vacuum_jobs.history): VACUUM START and END, as Delta writes them,
-read back with deltalake; a writer that takes a version first keeps it, on local disk and on moto's S3."""
+where Delta's rule writes them, read back with deltalake (and delta-spark in the jars run); a writer that
+takes a version first keeps it, on local disk and on moto's S3, and every commit is decided from the
+table's state at the version it goes after."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from pathlib import Path
@@ -13,19 +16,35 @@ from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake
 from lakeio.deltalog.replay import TableState
+from lakeio.times import epoch_ms
 from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
+from tests.s3_faults import FaultyS3
 from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import S3BatchDeleter
-from vacuum_jobs.history import END, START, HistoryNotWritten, LogWriter, TableHistory, end_commit, start_commit
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.history import (
+    DELTA_RECORDS_ON,
+    END,
+    START,
+    HistoryNotWritten,
+    HistorySetting,
+    LogWriter,
+    TableHistory,
+    close_killed_run,
+    end_commit,
+    history_setting,
+    history_writer,
+    start_commit,
+)
 from vacuum_jobs.report import NOT_RECORDED
 from vacuum_jobs.targets import TableTarget, TargetsError, from_file
 
 # The names Delta's VacuumCommand writes (DeltaOperations.VacuumStart / VacuumEnd, DeltaOperationMetrics).
-DELTA_START_PARAMETERS = {"retentionCheckEnabled", "defaultRetentionMillis", "specifiedRetentionMillis"}
+DELTA_START_PARAMETERS = {"retentionCheckEnabled", "defaultRetentionMillis"}  # + specifiedRetentionMillis if given
 DELTA_START_METRICS = {"numFilesToDelete", "sizeOfDataToDelete"}
 DELTA_END_METRICS = {"numDeletedFiles", "numVacuumedDirectories"}
+ASKED = HistorySetting(True, "asked by the test")
 
 
 @pytest.mark.slow
@@ -45,6 +64,7 @@ def test_a_real_run_records_start_and_end_in_each_table_with_deltas_names(spark,
 
     assert {t.status for t in real.tables} == {"vacuumed"}, [(t.table, t.reason) for t in real.tables]
     assert DeltaTable(str(off)).version() == versions["customers"] and not ours(off)
+    assert next(t for t in real.tables if t.table.endswith("/customers")).history == "off: history: false in the tables file"
     for name, path in lake.tables.items():
         if path == off:
             continue
@@ -54,9 +74,10 @@ def test_a_real_run_records_start_and_end_in_each_table_with_deltas_names(spark,
         (started, start), (ended, end) = commits
         assert (started, ended) == (START, END)
         assert (start["version"], end["version"]) == (versions[name] + 1, versions[name] + 2)
-        assert report.history == f"{START} at version {versions[name] + 1}, {END} at version {versions[name] + 2}"
+        assert report.history == (f"{START} at version {versions[name] + 1}, {END} at version {versions[name] + 2} "
+                                  "(on: Delta's default on file://)")
         assert DELTA_START_PARAMETERS <= set(start["operationParameters"])
-        assert json.loads(start["operationParameters"]["specifiedRetentionMillis"]) == 168 * 3_600_000
+        assert "specifiedRetentionMillis" not in start["operationParameters"]  # the run was given none, as Delta
         assert set(start["operationMetrics"]) == DELTA_START_METRICS
         c = report.counts
         planned = c.deleted_files + c.already_absent_files + c.failed_files
@@ -75,7 +96,7 @@ def test_a_real_run_records_start_and_end_in_each_table_with_deltas_names(spark,
                  "--apply", "--no-history", "--report", str(tmp_path / "again.json")])
     again = json.loads((tmp_path / "again.json").read_text())
     assert code == 0 and {t["status"] for t in again["tables"]} == {"vacuumed"}
-    assert all(t["history"] is None for t in again["tables"])
+    assert {t["history"] for t in again["tables"]} == {"off: the run's setting (--no-history)"}
     assert {name: DeltaTable(str(path)).version() for name, path in lake.tables.items()} == before
     assert lake.row_counts() == rows
 
@@ -153,7 +174,7 @@ def store(request, tmp_path):
 def test_a_writer_that_takes_the_version_first_keeps_it_and_ours_goes_to_the_next(store):
     root, options, writer = store
     write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
-    table = TableHistory(root)
+    table = TableHistory.of(_state(root, 0), ASKED)
     taken = []
 
     def writer_first(version: int) -> None:  # another writer commits the very version we are about to put
@@ -182,18 +203,143 @@ def test_a_commit_taken_by_a_metadata_change_stops_our_history_and_names_its_ver
 
     writer.before_put = alter_first
     with pytest.raises(HistoryNotWritten, match="version 1, committed by another writer during the run, changed"):
-        writer.commit(TableHistory(root), 0, start_commit("run-1", 168, True, 168, 0, 0))
+        writer.commit(TableHistory.of(_state(root, 0), ASKED), 0, start_commit("run-1", 168, True, 168, 0, 0))
     assert DeltaTable(root, storage_options=options).version() == 1
+
+
+def _state(root: str, version: int = 3, configuration: dict | None = None, protocol: tuple = (1, 2, (), ())) -> TableState:
+    reader, writer, reader_features, writer_features = protocol
+    return TableState(TableRoot(root), version, reader, writer, reader_features, writer_features, (),
+                      configuration or {}, None)
 
 
 def test_stores_and_tables_whose_commits_we_cannot_make_safely_are_noted_not_written(tmp_path):
     cases = {
-        "abfss://c@a.dfs.core.windows.net/t": ({}, "abfss:// has no put-if-absent"),
-        f"file://{tmp_path}/t": ({"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"},
-                                 "a commit coordinator owns this table's commits"),
+        "abfss:// has no put-if-absent": _state("abfss://c@a.dfs.core.windows.net/t"),
+        "a commit coordinator owns this table's commits": _state(
+            f"file://{tmp_path}/t", configuration={"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"}),
+        "catalog-managed table": _state(f"file://{tmp_path}/t", protocol=(3, 7, ("catalogManaged",), ("catalogManaged",))),
+        "unknown table feature.s.: someNewFeature": _state(f"file://{tmp_path}/t", protocol=(3, 7, (), ("someNewFeature",))),
+        "protocol .4, 7. is newer": _state(f"file://{tmp_path}/t", protocol=(4, 7, (), ())),
+        r"off: Delta's default on s3://": _state("s3://bucket/t"),
     }
-    for root, (configuration, why) in cases.items():
-        state = TableState(TableRoot(root), 3, 1, 2, (), (), (), configuration, None)
+    for why, state in cases.items():
+        setting = history_setting(state.table_root) if why.startswith("off") else ASKED
         with pytest.raises(HistoryNotWritten, match=why):
-            LogWriter(lambda: None).commit(TableHistory.of(root, state, 168.0), 3, end_commit("run-1", 0, 0))
+            LogWriter(lambda: None).commit(TableHistory.of(state, setting, 168.0), 3, end_commit("run-1", 0, 0))
     assert not (tmp_path / "t").exists()
+
+
+def test_history_follows_deltas_rule_unless_the_table_the_run_or_the_session_says_otherwise():
+    """Delta's VacuumCommand.shouldLogVacuum: its session setting where set, else the schemes it trusts with
+    concurrent writes, never S3; a table's setting (tables file) and the run's come before it."""
+    for scheme in ["file", "s3", "hdfs", "abfss", "gs", "wasbs", "adl", "s3n"]:
+        root = "file:///lake/t" if scheme == "file" else f"{scheme}://bucket/t"
+        for table, run, session in itertools.product([None, True, False], repeat=3):
+            decided = history_setting(root, table, run, session)
+            first = next((v for v in (table, run, session) if v is not None), None)
+            assert decided.on == (first if first is not None else scheme in DELTA_RECORDS_ON), (root, table, run, session)
+            assert str(decided).startswith("on: " if decided.on else "off: ")
+            if first is None:
+                assert f"Delta's default on {scheme}://" in decided.rule
+    assert "s3" not in DELTA_RECORDS_ON and "s3a" not in DELTA_RECORDS_ON
+    assert "every writer of the table commits with S3 conditional writes" in history_setting("s3://b/t").rule
+
+
+@pytest.mark.s3
+def test_a_log_with_a_dynamodb_log_stores_temp_files_gets_no_commit(store):
+    root, options, writer = store
+    write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
+    trace = f"{root}/_delta_log/.tmp/00000000000000000001.json.{uuid.uuid4()}"
+    if root.startswith("s3://"):
+        bucket, key = trace.removeprefix("s3://").split("/", 1)
+        writer._s3().put_object(Bucket=bucket, Key=key, Body=b"{}")
+    else:
+        Path(trace.removeprefix("file://")).parent.mkdir()
+        Path(trace.removeprefix("file://")).write_text("{}")
+    table = TableHistory.of(_state(root, 0), ASKED)
+    with pytest.raises(HistoryNotWritten, match=r"DynamoDB log store's temp files \(_delta_log/.tmp/\)"):
+        writer.commit(table, 0, start_commit("run-1", None, True, 168, 0, 0))
+    assert DeltaTable(root, storage_options=options).version() == 0
+
+
+@pytest.mark.s3
+def test_end_lands_after_many_commits_by_another_writer_and_reads_every_one_of_them(store):
+    root, options, writer = store
+    write_deltalake(root, pa.table({"id": [0]}), storage_options=options)
+    table = TableHistory.of(_state(root, 0), ASKED)
+    start = writer.commit(table, 0, start_commit("run-1", None, True, 168, 0, 0))
+    for i in range(1, 23):  # another writer, busy while the run deletes
+        write_deltalake(root, pa.table({"id": [i]}), mode="append", storage_options=options)
+
+    end = writer.commit(table, start, end_commit("run-1", 0, 0))
+
+    assert (start, end) == (1, 24)
+    commits = {h["version"]: h for h in DeltaTable(root, storage_options=options).history()}
+    assert (commits[1]["operation"], commits[24]["operation"]) == (START, END)
+    assert commits[24]["readVersion"] == 23  # the version END was decided from: every commit up to it read
+    assert DeltaTable(root, storage_options=options).to_pyarrow_table().num_rows == 23
+
+
+@pytest.fixture
+def faulty(s3_endpoint):
+    """The fault proxy in front of moto's server, a bucket behind it, and the writer a run makes to reach it."""
+    proxy = FaultyS3(s3_endpoint)
+    client = S3BatchDeleter.make_client(s3_endpoint)
+    bucket = f"history-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    root = f"s3://{bucket}/t"
+    write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
+    yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint))
+    proxy.close()
+
+
+def test_a_409_is_tried_again_at_the_same_version(faulty):
+    proxy, root, options, writer = faulty
+    proxy.put_script = ["conflict", "conflict"]  # another conditional write to the key under way, twice
+    version = writer.commit(TableHistory.of(_state(root, 0), ASKED), 0,
+                            start_commit("run-1", None, True, 168, 0, 0))
+    key = "/" + root.removeprefix("s3://") + "/_delta_log/00000000000000000001.json"
+    assert version == 1 and proxy.puts == [("conflict", key), ("conflict", key), ("ok", key)]
+    assert [h["operation"] for h in DeltaTable(root, storage_options=options).history()] == [START, "WRITE"]
+
+
+def test_a_put_whose_answer_was_lost_is_not_committed_twice(faulty):
+    proxy, root, options, writer = faulty
+    proxy.put_script = ["lost"]  # S3 took the commit; its answer never came, the retry is told the key exists
+    version = writer.commit(TableHistory.of(_state(root, 0), ASKED), 0,
+                            start_commit("run-1", None, True, 168, 0, 0))
+    assert version == 1 and [fault for fault, _ in proxy.puts] == ["lost", "ok"]
+    assert [h["operation"] for h in DeltaTable(root, storage_options=options).history()] == [START, "WRITE"]
+    assert len(ours(root, options)["run-1"]) == 1
+
+
+@pytest.mark.delta_jars
+@pytest.mark.slow
+def test_a_killed_runs_start_closed_after_in_commit_timestamps_were_enabled_leaves_a_table_delta_writes(spark, tmp_path):
+    """The END that closes a killed run's START is decided from the table as it is now: in-commit timestamps
+    turned on since the START give the END one, and delta-spark appends to the table and describes it."""
+    path = tmp_path / "t"
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
+    root = f"file://{path}"
+    writer = LogWriter(lambda: None)
+    noted = epoch_ms()
+    start = writer.commit(TableHistory.of(_state(root, 1), ASKED), 1,
+                          start_commit("killed", None, True, 168, 1, 10))
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (2)")
+
+    problems = close_killed_run(spark, writer, "killed", [root], noted, {root: 1},
+                                lambda state: TableHistory.of(state, ASKED))
+
+    assert not problems, problems
+    (_, started), (_, ended) = ours(path)["killed"]
+    assert started["version"] == start and ended["version"] == start + 3 and "inCommitTimestamp" in ended
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (3)")
+    described = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [r.operation for r in described][start:] == [START, "SET TBLPROPERTIES", "WRITE", END, "WRITE"]
+    assert sorted(r.id for r in spark.read.format("delta").load(str(path)).collect()) == [1, 2, 3]
+    assert spark.read.format("delta").option("versionAsOf", start - 1).load(str(path)).count() == 1

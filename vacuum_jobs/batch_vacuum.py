@@ -40,7 +40,19 @@ from lakeio.text import first_line
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
-from vacuum_jobs.history import END, START, BeforePut, HistoryNotWritten, TableHistory, end_commit, history_writer, start_commit
+from vacuum_jobs.history import (
+    END,
+    START,
+    BeforePut,
+    HistoryNotWritten,
+    HistorySetting,
+    TableHistory,
+    end_commit,
+    history_setting,
+    history_writer,
+    session_history_setting,
+    start_commit,
+)
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
@@ -73,7 +85,7 @@ class VacuumOptions:
     audit_table: str | None = None
     min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
     delete: DeleteSettings = field(default_factory=DeleteSettings)
-    history: bool = True  # VACUUM START / END commits in each table deleted in (vacuum_jobs.history)
+    history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
     def __post_init__(self) -> None:
@@ -107,7 +119,7 @@ def vacuum(
     max_inventory_age_hours: float = VacuumOptions.max_inventory_age_hours,
     min_coverage: float = VacuumOptions.min_coverage,
     delete: DeleteSettings | None = None,
-    history: bool = True,
+    history: bool | None = None,
     now_ms: int | None = None,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
@@ -129,8 +141,11 @@ def vacuum(
             not cover the table, which is refused.
         delete: how files are deleted (batch size, pace, trash, versions); default: :class:`DeleteSettings`.
         history: record the vacuum in each table it deletes in, as Delta does: a ``VACUUM START``
-            commit before the deletes and a ``VACUUM END`` after (``DESCRIBE HISTORY`` shows them);
-            a :class:`TableTarget` may switch it off for its table.
+            commit before the deletes and a ``VACUUM END`` after (``DESCRIBE HISTORY`` shows them).
+            Default None follows Delta: the session's ``spark.databricks.delta.vacuum.logging.enabled``
+            where set, else on for local disk (and the stores Delta trusts), off on S3. ``True`` on S3
+            attests that every writer of the tables commits with S3 conditional writes. A
+            :class:`TableTarget`'s own setting comes first for its table.
         now_ms: the run's clock, epoch milliseconds (tests); default: now.
 
     Returns:
@@ -161,6 +176,7 @@ class BatchVacuum:
         check_workers(spark)
         self.storage = Storage(spark)
         self.log_writer = history_writer(options.delete, before_history)
+        self.session_history = session_history_setting(spark)  # Delta's own switch, read once
         self.histories: dict[TableRoot, TableHistory] = {}  # of the tables whose history is written
         self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
         self.started = time.monotonic()  # of the current execute()
@@ -236,7 +252,7 @@ class BatchVacuum:
         refused (each named table with it) when either is not."""
         try:
             if self.options.audit_table:
-                self._ready_audit(run)
+                self._ready_audit(run, explicit or [])
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
             run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal), name=t.name)
@@ -258,7 +274,7 @@ class BatchVacuum:
                 run.audit_problems.append(str(unrecorded))
         DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
 
-    def _ready_audit(self, run: RunReport) -> None:
+    def _ready_audit(self, run: RunReport, targets: list[TableTarget]) -> None:
         """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
         folder), and runs whose own append failed are appended first (lakeio.audit_journal)."""
         audit = self.options.audit_table
@@ -266,7 +282,10 @@ class BatchVacuum:
         check_audit_table(self.spark, audit)
         prove_writable(self.spark, audit)
         try:
-            recorded = record_kept(self.spark, audit, settle=settler(self.spark, self.options.delete),
+            own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
+            settle = settler(self.spark, self.options.delete,
+                             lambda state: TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root))))
+            recorded = record_kept(self.spark, audit, settle=settle,
                                    before_commit=self.before_commit)
         except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
             run.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
@@ -360,9 +379,19 @@ class BatchVacuum:
         report = run_tables[root]
         report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
         report.dry_run = self.options.dry_run or bool(target.dry_run)
-        if not report.dry_run and (self.options.history if target.history is None else target.history):
-            self.histories[root] = TableHistory.of(root, state, table_hours)
+        if not report.dry_run:
+            history = TableHistory.of(state, self._history_setting(root, target.history), table_hours,
+                                      next((h for h in (target.retention_hours, self.options.retention_hours)
+                                            if h is not None), None))
+            if history.setting.on:
+                self.histories[root] = history
+            else:
+                report.history = str(history.setting)
         return policy
+
+    def _history_setting(self, root: TableRoot, table: bool | None) -> HistorySetting:
+        """Whether this run writes ``root``'s history, and by which rule (``table``: its own setting)."""
+        return history_setting(root, table, self.options.history, self.session_history)
 
     def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
                        run_tables: RunTables, all_roots: list[TableRoot], now_ms: int,
@@ -505,7 +534,7 @@ class BatchVacuum:
         if self.options.audit_table:  # read back by the next run, should this one die before it records
             note_intent(self.spark, self.options.audit_table, run_id, targets, self.options.delete.trash,
                         inventory.day)
-        started = self._history_start(deleting, to_delete, recheck, run_tables, run_id)
+        started = self._history_start(deleting, to_delete, run_tables, run_id)
         try:
             outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
             # Deletes must run exactly once: materialize before counting and recording.
@@ -539,8 +568,7 @@ class BatchVacuum:
         self._history_end(started, run_tables, run_id, counted=True)
         return outcomes
 
-    def _history_start(self, deleting: list[TableRoot], to_delete: DataFrame, recheck: Recheck,
-                       run_tables: RunTables, run_id: str) -> dict[TableRoot, int]:
+    def _history_start(self, deleting: list[TableRoot], to_delete: DataFrame, run_tables: RunTables, run_id: str) -> dict[TableRoot, int]:
         """A VACUUM START commit in each table of ``deleting`` whose history is on, with what it is
         about to delete (``to_delete``: shapes.CANDIDATES); the version each went to. Written after
         the logs' re-check, which therefore never sees it."""
@@ -552,16 +580,16 @@ class BatchVacuum:
         commits = []
         for root in tables:
             report, history = run_tables[root], self.histories[root]
-            assert report.version is not None and report.retention_hours is not None, root
-            latest = recheck.moved.get(root, (report.version, report.version))[1]
+            assert report.version is not None, root
             files, size = sizes.get(root, (0, 0))
-            commits.append((history, latest, start_commit(run_id, report.retention_hours,
-                                                          self.options.enforce_retention_duration,
-                                                          history.retention_hours, files, size)))
+            # After the version the table's history was decided from: the put checks every commit since.
+            commits.append((history, report.version, start_commit(run_id, history.specified_hours,
+                                                                  self.options.enforce_retention_duration,
+                                                                  history.retention_hours, files, size)))
         started: dict[TableRoot, int] = {}
         for root, written in zip(tables, self.log_writer.commit_each(commits)):
             if isinstance(written, HistoryNotWritten):
-                run_tables[root].history = f"{NOT_RECORDED}: {written}"
+                run_tables[root].history = f"{NOT_RECORDED}: {written} ({self.histories[root].setting})"
             else:
                 started[root] = written
         return started
@@ -578,9 +606,9 @@ class BatchVacuum:
                             end_commit(run_id, counts.deleted_files, counts.failed_files) if counted
                             else end_commit(run_id, None, None)))
         for root, written in zip(roots, self.log_writer.commit_each(commits)):
-            run_tables[root].history = (f"{START} at version {started[root]}, {END} at version {written}"
-                                        if not isinstance(written, HistoryNotWritten) else
-                                        f"{START} at version {started[root]}; {END} {NOT_RECORDED}: {written}")
+            end = (f"{END} at version {written}" if not isinstance(written, HistoryNotWritten)
+                   else f"{END} {NOT_RECORDED}: {written}")
+            run_tables[root].history = f"{START} at version {started[root]}, {end} ({self.histories[root].setting})"
 
 
 # What a delete can end as; each has its files and bytes count (TableCounts).

@@ -1,17 +1,27 @@
 """Our vacuums in each table's own history: ``VACUUM START`` before the deletes, ``VACUUM END`` after.
 
 Delta and delta-rs record a vacuum as two commits that add and remove nothing, which users read
-with ``DESCRIBE HISTORY`` or ``DeltaTable.history()``. A real run writes the same two into every
-table it deletes in, with Delta's operation names, parameters and metrics, our run id as one more
+with ``DESCRIBE HISTORY`` or ``DeltaTable.history()``. A real run writes the same two into the
+tables it deletes in, with Delta's operation names, parameters and metrics, our run id as one more
 parameter and this project as the engine.
 
+Where, follows Delta's own rule (``VacuumCommand.shouldLogVacuum``): the session setting
+``spark.databricks.delta.vacuum.logging.enabled`` decides where it is set; otherwise only the
+schemes whose file systems Delta trusts with concurrent writes get the commits, and S3 never does:
+a writer through Delta's S3 log stores may overwrite a commit of ours, or lose its own to it
+(``S3DynamoDBLogStore`` takes an existing ``N.json`` as its own, recovered). A run's or a table's
+own setting comes first (:func:`history_setting`); on S3 it attests that every writer of the table
+commits with S3 conditional writes, and even then a log that shows a DynamoDB log store's temp
+files (``_delta_log/.tmp/``) gets none.
+
 deltalake (1.x) has no public way to commit another engine's operation, so the commit file is
-written here, put only if absent: a hard link on local disk, ``If-None-Match: *`` on S3. A writer
-that takes a version first keeps it, and the commit goes to the next one, unless that writer's
-commit changed the table's protocol or metadata: then the history is not written, and the table's
-report says why. The same goes for other stores (no put-if-absent this job trusts) and for a log
-the job may not write; the table is vacuumed all the same. Tables with in-commit timestamps get one, later than
-the commit before.
+written here, put only if absent: a hard link on local disk, ``If-None-Match: *`` on S3. Every
+commit is decided from the table's state at the version it goes after (:meth:`TableHistory.of`,
+the same gates whichever path writes it), and before each put the log is read forward from that
+version: a commit of another writer that changed the table's protocol or metadata stops the
+history (the table's report says why), one that did not is stepped over, and one of our own
+(its ``txnId``: a put whose answer was lost) is the commit itself. A put S3 answers with 409
+(another conditional write to the key under way) is tried again at the same version.
 """
 
 from __future__ import annotations
@@ -24,9 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.sql import SparkSession
+
 from lakeio import __version__, uris
+from lakeio.deltalog import gates
 from lakeio.deltalog.commits import commit_file
-from lakeio.deltalog.replay import TableState
+from lakeio.deltalog.replay import TableState, read_logs
 from lakeio.deltalog.segments import log_segments
 from lakeio.errors import HousekeepingError
 from lakeio.storage import Storage
@@ -36,10 +49,17 @@ from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 
 START, END = "VACUUM START", "VACUUM END"
 ENGINE = f"lake-housekeeping/{__version__}"
-ATTEMPTS = 10  # versions taken by other writers in a row before giving up
+# The session setting Delta's VACUUM reads (DeltaSQLConf.DELTA_VACUUM_LOGGING_ENABLED).
+LOGGING_SETTING = "spark.databricks.delta.vacuum.logging.enabled"
+# Where Delta records its vacuums when that setting is unset (VacuumCommand.supportedFsForLogging).
+DELTA_RECORDS_ON = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
+ATTEMPTS = 10  # puts of one commit (versions taken, or 409s) before giving up
 _STORES = ("file", "s3")  # where a put-if-absent is trusted
-# S3's answers when the key exists (412), or another conditional write to it is under way (409).
-_TAKEN = ("PreconditionFailed", "ConditionalRequestConflict")
+# S3's answers when the key exists (412), or another conditional write to it is under way (409): either
+# way the log is read forward again from that version, and the put tried where it is free.
+_NOT_PUT = ("PreconditionFailed", "ConditionalRequestConflict")
+# What a DynamoDB log store (S3DynamoDBLogStore) leaves in _delta_log/: its temp commit files.
+EXTERNAL_LOG_STORE_TRACES = ".tmp"
 _AT_ONCE = 16  # tables committed to at once
 _LOOK_BACK = 1000  # commits a later run reads back, newest first, for a killed run's START
 
@@ -52,6 +72,41 @@ class HistoryNotWritten(HousekeepingError):
 
 
 @dataclass(frozen=True)
+class HistorySetting:
+    """Whether a table's history is written, and the rule that decided it (said in its report)."""
+
+    on: bool
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{'on' if self.on else 'off'}: {self.rule}"
+
+
+def history_setting(root: str, table: bool | None = None, run: bool | None = None,
+                    session: bool | None = None) -> HistorySetting:
+    """The first of: the table's own setting (tables file), the run's (``--history``/``--no-history``),
+    the session's :data:`LOGGING_SETTING`, and Delta's default for the root's scheme."""
+    if table is not None:
+        return HistorySetting(table, f"history: {str(table).lower()} in the tables file")
+    if run is not None:
+        return HistorySetting(run, "the run's setting (--history)" if run else "the run's setting (--no-history)")
+    if session is not None:
+        return HistorySetting(session, f"{LOGGING_SETTING}={str(session).lower()} in the Spark session")
+    scheme = uris.scheme_of(root)
+    if scheme in DELTA_RECORDS_ON:
+        return HistorySetting(True, f"Delta's default on {scheme}://")
+    return HistorySetting(False, f"Delta's default on {scheme}://, whose writers may overwrite a commit; --history "
+                                 "turns it on where every writer of the table commits with S3 conditional writes")
+
+
+def session_history_setting(spark: SparkSession) -> bool | None:
+    """:data:`LOGGING_SETTING` as the session has it; None when unset (or not a boolean, as Delta
+    would refuse it: the scheme's default then decides, which on S3 writes nothing)."""
+    value = (spark.conf.get(LOGGING_SETTING, None) or "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+@dataclass(frozen=True)
 class VacuumCommit:
     """One commit's operation, with Delta's parameter and metric names (values as Delta spells them)."""
 
@@ -60,15 +115,16 @@ class VacuumCommit:
     metrics: dict[str, str]
 
 
-def start_commit(run_id: str, retention_hours: float, retention_check: bool, table_retention_hours: float,
+def start_commit(run_id: str, specified_hours: float | None, retention_check: bool, table_retention_hours: float,
                  files: int, size: int) -> VacuumCommit:
-    """What the run is about to delete in a table (``files``, ``size`` bytes), under which retention."""
-    return VacuumCommit(START, {
-        "retentionCheckEnabled": json.dumps(retention_check),
-        "defaultRetentionMillis": json.dumps(round(table_retention_hours * MS_PER_HOUR)),
-        "specifiedRetentionMillis": json.dumps(round(retention_hours * MS_PER_HOUR)),
-        "runId": json.dumps(run_id),
-    }, {"numFilesToDelete": str(files), "sizeOfDataToDelete": str(size)})
+    """What the run is about to delete in a table (``files``, ``size`` bytes), under which retention:
+    ``specifiedRetentionMillis`` only where the run was given one (``specified_hours``), as Delta."""
+    parameters = {"retentionCheckEnabled": json.dumps(retention_check),
+                  "defaultRetentionMillis": json.dumps(round(table_retention_hours * MS_PER_HOUR))}
+    if specified_hours is not None:
+        parameters["specifiedRetentionMillis"] = json.dumps(round(specified_hours * MS_PER_HOUR))
+    parameters["runId"] = json.dumps(run_id)
+    return VacuumCommit(START, parameters, {"numFilesToDelete": str(files), "sizeOfDataToDelete": str(size)})
 
 
 def end_commit(run_id: str, deleted: int | None, failed: int | None) -> VacuumCommit:
@@ -83,23 +139,32 @@ def end_commit(run_id: str, deleted: int | None, failed: int | None) -> VacuumCo
 
 @dataclass(frozen=True)
 class TableHistory:
-    """What writing one table's history needs to know from its log."""
+    """What writing one table's history needs to know, decided from its state at one version."""
 
     root: str
+    setting: HistorySetting
     in_commit_timestamps: bool = False
     retention_hours: float = 0.0  # the table's own delta.deletedFileRetentionDuration
+    specified_hours: float | None = None  # the retention the run was given, if any
     not_recordable: str | None = None  # why its history cannot be written
 
     @classmethod
-    def of(cls, root: str, state: TableState, retention_hours: float) -> TableHistory:
+    def of(cls, state: TableState, setting: HistorySetting, retention_hours: float = 0.0,
+           specified_hours: float | None = None) -> TableHistory:
+        """The table's history as its state (``state.version``) allows: every commit, whichever path
+        writes it, passes these gates."""
+        root = state.table_root
         scheme = uris.scheme_of(root)
         why = None
         if scheme not in _STORES:
             why = f"{scheme}:// has no put-if-absent this job trusts for a commit"
         elif any(key.startswith("delta.coordinatedCommits.") for key in state.configuration):
             why = "a commit coordinator owns this table's commits"
+        else:
+            why = gates.catalog_managed(state) or gates.unknown_protocol(state)
         ict = state.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
-        return cls(root, ict, retention_hours, why)
+        return cls(root, setting, ict, retention_hours, specified_hours,
+                   f"{why} (at version {state.version})" if why else None)
 
 
 @dataclass
@@ -111,28 +176,47 @@ class LogWriter:
     _client: Any = field(default=None, repr=False)
 
     def commit(self, table: TableHistory, after: int, commit: VacuumCommit) -> int:
-        """Put ``commit`` at the first free version after ``after`` (the version it read); the version
-        it went to. HistoryNotWritten when it cannot."""
+        """Put ``commit`` at the first free version after ``after`` (the version ``table`` was decided
+        from), every commit in between read and checked; the version it went to. HistoryNotWritten
+        when it cannot."""
+        if not table.setting.on:
+            raise HistoryNotWritten(str(table.setting))
         if table.not_recordable:
             raise HistoryNotWritten(table.not_recordable)
+        txn = str(uuid.uuid4())
         version = after + 1
         try:
+            if self._external_log_store(table.root):
+                raise HistoryNotWritten(f"its log holds a DynamoDB log store's temp files (_delta_log/"
+                                        f"{EXTERNAL_LOG_STORE_TRACES}/): a writer through it takes an existing "
+                                        "commit file as its own")
             for _ in range(ATTEMPTS):
-                text = self._line(table, version, commit, after)
+                version, ours = self._catch_up(table.root, version, txn)
+                if ours:  # an earlier put of this commit went in; its answer was lost
+                    return version
+                text = self._line(table, version, commit, version - 1, txn)
                 if self.before_put is not None:
                     self.before_put(version)
                 if self._put_if_absent(commit_file(table.root, version), text):
                     return version
-                theirs = self._read(commit_file(table.root, version)) or ""
-                if any(key in action for action in _actions(theirs) for key in ("protocol", "metaData")):
-                    raise HistoryNotWritten(f"version {version}, committed by another writer during the run, "
-                                            f"changed the table's protocol or metadata")
-                version += 1
         except HistoryNotWritten:
             raise
         except Exception as exc:  # a log we may not write or read: the vacuum goes on, its history noted
             raise HistoryNotWritten(f"cannot write its log: {first_line(exc)}") from exc
-        raise HistoryNotWritten(f"{ATTEMPTS} versions in a row were taken by other writers")
+        raise HistoryNotWritten(f"{ATTEMPTS} puts in a row found the version taken or contended")
+
+    def _catch_up(self, root: str, version: int, txn: str) -> tuple[int, bool]:
+        """The log read forward from ``version``: the first version no commit holds, or the one that
+        holds ours (``txn``: True). HistoryNotWritten at a commit that changed the protocol or metadata."""
+        while (text := self._read(commit_file(root, version))) is not None:
+            actions = _actions(text)
+            if _commit_info_of(actions).get("txnId") == txn:
+                return version, True
+            if any(key in action for action in actions for key in ("protocol", "metaData")):
+                raise HistoryNotWritten(f"version {version}, committed by another writer during the run, "
+                                        f"changed the table's protocol or metadata")
+            version += 1
+        return version, False
 
     def commit_each(self, commits: list[tuple[TableHistory, int, VacuumCommit]]) -> list[int | HistoryNotWritten]:
         """:meth:`commit` for each (table, after, commit), several at once (each is a few requests
@@ -165,18 +249,26 @@ class LogWriter:
                 found.setdefault(info.get("operation", ""), (version, info))
         return found
 
-    def _line(self, table: TableHistory, version: int, commit: VacuumCommit, read_version: int) -> str:
+    def _line(self, table: TableHistory, version: int, commit: VacuumCommit, read_version: int, txn: str) -> str:
         now = epoch_ms()
         info: dict[str, Any] = {}
-        if table.in_commit_timestamps:  # later than the commit before: the protocol's rule
+        if table.in_commit_timestamps:  # first, and later than the commit before: the protocol's rule
             before = _commit_info(self._read(commit_file(table.root, version - 1)) or "")
             info["inCommitTimestamp"] = max(now, int(before.get("inCommitTimestamp", 0)) + 1)
         info.update({
             "timestamp": now, "operation": commit.operation, "operationParameters": commit.parameters,
             "readVersion": read_version, "isolationLevel": "SnapshotIsolation", "isBlindAppend": True,
-            "operationMetrics": commit.metrics, "engineInfo": ENGINE, "txnId": str(uuid.uuid4()),
+            "operationMetrics": commit.metrics, "engineInfo": ENGINE, "txnId": txn,
         })
         return json.dumps({"commitInfo": info}, separators=(",", ":")) + "\n"
+
+    def _external_log_store(self, root: str) -> bool:
+        """Whether ``root``'s log holds a DynamoDB log store's temp commit files."""
+        folder = uris.join(root, "_delta_log", EXTERNAL_LOG_STORE_TRACES)
+        if uris.scheme_of(root) == "s3":
+            bucket, key = uris.bucket_and_key(folder + "/")
+            return bool(self._s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"))
+        return os.path.isdir(uris.local_path(folder))
 
     def _put_if_absent(self, uri: str, text: str) -> bool:
         if uris.scheme_of(uri) == "s3":
@@ -186,7 +278,7 @@ class LogWriter:
             try:
                 self._s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in _TAKEN:
+                if exc.response.get("Error", {}).get("Code") in _NOT_PUT:
                     return False
                 raise
             return True
@@ -206,7 +298,8 @@ class LogWriter:
         if uris.scheme_of(uri) == "s3":
             bucket, key = uris.bucket_and_key(uri)
             try:
-                return self._s3().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+                body: bytes = self._s3().get_object(Bucket=bucket, Key=key)["Body"].read()
+                return body.decode()
             except self._s3().exceptions.NoSuchKey:
                 return None
         try:
@@ -228,23 +321,37 @@ def history_writer(settings: DeleteSettings, before_put: BeforePut | None = None
         retries={"mode": "standard", "max_attempts": settings.max_attempts}), before_put)
 
 
-def close_killed_run(writer: LogWriter, storage: Storage, run_id: str, roots: list[str], noted_ms: int,
-                     deleted: dict[str, int]) -> dict[str, str]:
+# A table's history as a run decides it now, from the table's state (TableHistory.of with the run's settings).
+HistoryOf = Callable[[TableState], TableHistory]
+
+
+def close_killed_run(spark: SparkSession, writer: LogWriter, run_id: str, roots: list[str], noted_ms: int,
+                     deleted: dict[str, int], history_of: HistoryOf) -> dict[str, str]:
     """A VACUUM END (FAILED, with the deletes read back: ``deleted`` per root) in each of ``roots``
-    where run ``run_id``, killed, left a VACUUM START without one; {root: why} where that failed."""
+    where run ``run_id``, killed, left a VACUUM START without one, decided as any commit of ours is:
+    from the table's state now (``history_of``); {root: why} where that was not done."""
+    storage = Storage(spark)
     problems: dict[str, str] = {}
     segments, unreadable = log_segments(storage, [r for r in roots if uris.scheme_of(r) in _STORES])
     problems.update(unreadable)
+    open_starts = []
     for segment in segments:
-        root = segment.table_root
         try:
-            found = writer.find(root, segment.version, run_id, noted_ms)
-            if START in found and END not in found:
-                info = found[START][1]
-                writer.commit(TableHistory(root, "inCommitTimestamp" in info), segment.version,
-                              end_commit(run_id, deleted.get(uris.canonical(root), 0), None))
+            found = writer.find(segment.table_root, segment.version, run_id, noted_ms)
         except Exception as exc:  # the settling goes on; the START stays open, said in the log
-            problems[root] = first_line(exc)
+            problems[segment.table_root] = first_line(exc)
+            continue
+        if START in found and END not in found:
+            open_starts.append(segment.table_root)
+    if not open_starts:
+        return problems
+    replay = read_logs(spark, storage, open_starts, check_paths=False)
+    problems.update({str(root): why for root, why in replay.failures.items()})
+    for root, state in replay.states.items():
+        try:
+            writer.commit(history_of(state), state.version, end_commit(run_id, deleted.get(root, 0), None))
+        except HistoryNotWritten as exc:
+            problems[root] = str(exc)
     return problems
 
 
@@ -253,4 +360,8 @@ def _actions(text: str) -> list[dict[str, Any]]:
 
 
 def _commit_info(text: str) -> dict[str, Any]:
-    return next((a["commitInfo"] for a in _actions(text) if isinstance(a.get("commitInfo"), dict)), {})
+    return _commit_info_of(_actions(text))
+
+
+def _commit_info_of(actions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {})

@@ -32,7 +32,7 @@ from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
 from lakeio.times import epoch_ms
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
-from vacuum_jobs.history import close_killed_run, history_writer
+from vacuum_jobs.history import HistoryOf, close_killed_run, history_writer
 
 log = logging.getLogger(__name__)
 # A run on another host noted this long ago is taken as dead.
@@ -70,9 +70,11 @@ def forget_intent(spark: SparkSession, audit_table: str, run_id: str) -> None:
     audit_journal.drop(spark, audit_table, run_id)
 
 
-def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFrame, str], DataFrame | None]:
+def settler(spark: SparkSession, settings: DeleteSettings,
+            history_of: HistoryOf) -> Callable[[DataFrame, str], DataFrame | None]:
     """What :func:`lakeio.audit.record_kept` calls on a run that left only its note: the rows of
-    what it did (None while it may still be running)."""
+    what it did (None while it may still be running). A VACUUM START it left open is closed where
+    ``history_of`` (the settling run's rule and gates, on each table's state now) allows."""
 
     def settle(intent: DataFrame, run_id: str) -> DataFrame | None:
         owner = intent.select("host", "pid", "noted_ms", "inventory_date").first()
@@ -86,8 +88,8 @@ def settler(spark: SparkSession, settings: DeleteSettings) -> Callable[[DataFram
         DeleteJournal.remove(Storage(spark), roots, run_id)
         deleted = {r["table_root"]: r["count"] for r in outcomes.where(
             F.col("action") == AuditAction.DELETED.value).groupBy("table_root").count().collect()}
-        for root, why in close_killed_run(history_writer(settings), Storage(spark), run_id, roots, owner["noted_ms"],
-                                          deleted).items():
+        for root, why in close_killed_run(spark, history_writer(settings), run_id, roots, owner["noted_ms"],
+                                          deleted, history_of).items():
             log.warning("run %s left a VACUUM START in %s that could not be closed: %s", run_id, root, why)
         why = "killed before it recorded: its deletes were read back from its note by a later run"
         tables = [RunTable(root, AuditAction.TABLE_FAILED, why) for root in roots]

@@ -74,7 +74,7 @@ class TableReport:
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
     referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
     name: str | None = None  # the catalog name it was given by, shown in place of its location
-    history: str | None = None  # the versions of its VACUUM START and END commits, or why they are missing
+    history: str | None = None  # its VACUUM START and END versions, or why they are missing; the rule that decided
 
     @property
     def history_incomplete(self) -> bool:
@@ -184,7 +184,7 @@ class RunReport:
             )
             if r.reason:
                 lines.append(f"          reason: {r.reason}")
-            if r.history_incomplete:
+            if r.history:  # its commits, or why there are none, and the rule that decided
                 lines.append(f"          history: {r.history}")
             for other, files in sorted(r.referenced_by.items()):
                 lines.append(f"          kept {files:,} file(s) that {other} needs")
