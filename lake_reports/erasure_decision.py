@@ -137,9 +137,10 @@ _PURGING = (AuditAction.PURGED, AuditAction.ALREADY_ABSENT)
 
 
 def _deleted(answer: Answer, run_row: AuditEntry, finished: AuditEntry | None, table: TableErasure | None, versions: Versions | None,
-             inventory_date: date) -> FileAnswer:
+             inventory_date: date, left_by: AuditEntry | None = None) -> FileAnswer:
     """A file a run deleted: erased, unless a versioned bucket may still hold its bytes.
-    ``finished``: the restore or purge row that acted on that delete, if any."""
+    ``finished``: the restore or purge row that acted on that delete, if any; ``left_by``: the newest
+    purge row that left it alone (its ``error`` names the rule)."""
     run_id, at = run_row.run_id, iso_utc(run_row.at_ms)
     deleted = f"deleted at {at} by vacuum run {run_id}"
     marker = run_row.delete_marker_id
@@ -161,14 +162,14 @@ def _deleted(answer: Answer, run_row: AuditEntry, finished: AuditEntry | None, t
         return _purged_from_versions(answer, purged, run_row, finished, versions, inventory_date)
     if trash is not None:
         return _soft_deleted(answer, run_row, f"{deleted}: moved to the trash ({trash}), which keeps its bytes",
-                             table)
+                             table, left_by)
     if marker is not None and not _none_left(versions, run_row, inventory_date):
         hid = f"version {run_row.version_id}" if run_row.version_id else "the version it hid"
         held = _held(versions, run_row) if versions is not None else []
         listed = (f" (the inventory of {inventory_date} lists {', '.join(sorted(r.version_id for r in held))}: "
                   f"{human_bytes(sum(r.length or 0 for r in held))})" if held else "")
         return _soft_deleted(answer, run_row, f"{deleted}, from a versioned bucket: delete marker {marker} hides "
-                             f"{hid}, which keeps its bytes{listed}", table)
+                             f"{hid}, which keeps its bytes{listed}", table, left_by)
     if versions is None:
         return answer(ErasureStatus.ERASED, deleted, at, run_id)
     if not versions.all_versions or inventory_date <= date.fromisoformat(at[:10]):
@@ -204,11 +205,16 @@ def _purged_from_versions(answer: Answer, purged: str, run_row: AuditEntry, fini
                   done_at, by)
 
 
-def _soft_deleted(answer: Answer, run_row: AuditEntry, hidden: str, table: TableErasure | None) -> FileAnswer:
+def _soft_deleted(answer: Answer, run_row: AuditEntry, hidden: str, table: TableErasure | None,
+                  kept: AuditEntry | None = None) -> FileAnswer:
     """A delete that can be undone (a recorded delete marker, or a move to the trash): restorable
-    until the purge runs' undo window ends. ``hidden`` says where its bytes are."""
+    until the purge runs' undo window ends, or kept by a purge because a table needs it again
+    (``kept``: that purge's row, whose ``error`` names the rule)."""
     run_id = run_row.run_id
     restore = f"python -m vacuum_jobs restore --run-id {run_id}"
+    if kept is not None:
+        return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; purge run {kept.run_id} kept it at {iso_utc(kept.at_ms)}, "
+                      f"not erased: {kept.error}", iso_utc(kept.at_ms), kept.run_id)
     if table is None or table.last_purge_run_at is None:
         return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable ({restore}), and no purge run has been recorded to "
                       "erase it (python -m vacuum_jobs purge --older-than-days N, or a lifecycle rule expiring "
@@ -248,7 +254,9 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
     if deleted:
         runs = {r.run_id for r in deleted}
         purged = [r for r in trail if r.source_run_id in runs and r.action in _PURGING]
-        return _deleted(answer, deleted[0], purged[0] if purged else None, table, versions, inventory_date)
+        kept = [r for r in trail if r.source_run_id in runs and r.action == AuditAction.NOT_PURGED]
+        return _deleted(answer, deleted[0], purged[0] if purged else None, table, versions, inventory_date,
+                        kept[-1] if kept else None)
     undone = [r for r in vacuumed if restores and r.run_id == restores[-1].source_run_id]
     if undone:
         return _deleted(answer, undone[0], restores[-1], table, versions, inventory_date)

@@ -24,7 +24,7 @@ Verifying recomputes every hash, of either version:
 Only the newest rows can vanish unseen by the chain alone; evidence documents quote the head they
 were built from, and ``--verify --head H`` checks it is still there. Rows written before the chain
 existed carry no hash and are counted, not verified. Two runs appending at once both chain to the
-same head: a fork, reported, not a failure.
+same head (the first runs of a new table both to :data:`GENESIS`): a fork, reported, not a failure.
 
 A run is chained in one Spark task (its rows in a total order: by every column), and verified in blocks of
 its rows, side by side; nothing is collected to the driver but one summary row per run.
@@ -350,13 +350,12 @@ def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: in
             continue
         after.sort(key=lambda r: (r["at_ms"], r["run_id"]))
         names = ", ".join(r["run_id"] for r in after)
-        if prev == GENESIS:
-            problems += [(r["at_ms"], r["run_id"], 0, f"run {r['run_id']} row 0: starts a second chain (runs {names} "
-                          "each start one): the rows before it were deleted, or their hashes removed")
-                         for r in after[1:]]
-        else:
-            check.forks.append(f"runs {names} all follow run {ends[prev]['run_id'] if prev in ends else '?'} "
-                               "(appended at the same time)")
+        # Runs that each read the same head: appended at the same time. Each begins the chain where the
+        # table had none yet (the first runs of a new audit table); rows deleted later change no run's link.
+        check.forks.append(f"runs {names} " + ("each begin the chain (appended at the same time to an audit "
+                                               "table that had no run yet)" if prev == GENESIS else
+                                               f"all follow run {ends[prev]['run_id'] if prev in ends else '?'} "
+                                               "(appended at the same time)"))
     if runs:  # a run written after the chain began, without hashes: they were stripped
         began = min(r["at_ms"] for r in runs)
         for r in (rows.where(F.col("row_hash").isNull() & (F.unix_millis("timestamp") > began))

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeio.errors import HousekeepingError
 
-_TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType()}
+_TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType(),
+          "double": DoubleType()}
 
 
 class ShapeError(HousekeepingError, ValueError):

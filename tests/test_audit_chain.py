@@ -177,6 +177,27 @@ def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_pat
     assert verify_chain(spark, audit).ok
 
 
+def test_the_first_runs_of_a_new_audit_table_appending_at_once_fork_at_its_start_and_verify(spark, tmp_path):
+    audit = str(tmp_path / "audit")
+    held = []
+
+    def another_first_run_commits_first(table_uri: str) -> None:
+        if table_uri.endswith("/audit") and not held:
+            held.append(table_uri)  # run-b found no head, as run-a does; run-a commits while run-b waits
+            _append(spark, audit, "run-a", now_ms(), 2)
+
+    _append(spark, audit, "run-b", now_ms(), 2, before_commit=another_first_run_commits_first)
+    rows = read_audit(spark, audit)
+    assert {r["prev_hash"] for r in rows.where("seq = 0").collect()} == {audit_chain.GENESIS}
+    check = verify_chain(spark, audit)
+    assert check.ok and check.runs == 2, check.summary()
+    assert [f.split(" each begin")[0] for f in check.forks] in (["runs run-a, run-b"], ["runs run-b, run-a"])
+    _append(spark, audit, "run-c", now_ms(), 1)
+    assert verify_chain(spark, audit).ok
+    deleted = rows.where("run_id != 'run-a' OR seq > 0")  # a run's first row deleted is still found
+    assert any("run-a" in p for p in audit_chain.verify(deleted).problems)
+
+
 def test_a_vacuum_run_records_its_logs_hash_and_the_cli_names_the_edited_row(spark, tmp_path, capsys):
     lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
     inventory = inventory_of(spark, lake.bucket_dir, tmp_path)

@@ -260,27 +260,69 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
     assert document.verdict.status == "done", document.verdict.reasons
 
 
-def test_a_purge_leaves_alone_what_a_table_needs_again_and_says_how_to_bring_it_back(spark, tmp_path):
-    """Between a vacuum and its purge the table is RESTOREd to a version that needs a deleted file
-    again: the purge reads the logs once more, erases nothing any table needs, and names the restore."""
-    table = tmp_path / "lake" / "t"
-    write_deltalake(str(table), pa.table({"id": [1, 2]}))
-    write_deltalake(str(table), pa.table({"id": [3]}), mode="overwrite")
-    inventory, audit, trash = inventory_of(spark, tmp_path / "lake", tmp_path), str(tmp_path / "audit"), tmp_path / "trash"
-    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
-                 delete=DeleteSettings(trash=str(trash)))
-    [moved] = list(trash.rglob("*.parquet"))
-    DeltaTable(str(table)).restore(0, ignore_missing_files=True)  # version 0's file is live again, and sits in the trash
+@pytest.mark.parametrize("store", ["trash", pytest.param("versioned bucket", marks=pytest.mark.s3a)])
+def test_a_purge_erases_what_a_forced_vacuum_was_told_to_and_keeps_what_a_restore_brought_back(spark, tmp_path, request,
+                                                                                                 store):
+    """The usual erasure path: a vacuum at retention 0 forced past the tables' own (7 days), then a purge at 0
+    days. The purge erases every file the vacuum deleted (every version of its key), a failed job's leftover
+    that no commit named included, but the one a Delta RESTORE made live again in between, which it names
+    with the restore that brings it back, and exits 0; the erasure evidence names the rule that kept it; the
+    untouched audit verifies from its first row."""
+    audit, now = str(tmp_path / "audit"), datetime.now(timezone.utc)
+    if store == "trash":
+        client, endpoint, options = None, None, None
+        lake, delete = f"file://{tmp_path}/lake", DeleteSettings(trash=str(tmp_path / "trash"))
+    else:
+        client, endpoint = request.getfixturevalue("s3"), request.getfixturevalue("s3_endpoint")
+        bucket, options = _versioned_bucket(client, "erase", endpoint)
+        lake, delete = f"s3://{bucket}", DeleteSettings(endpoint_url=endpoint)
+    erased, back = f"{lake}/erased", f"{lake}/back"
+    for table in (erased, back):
+        write_deltalake(table, pa.table({"id": [1, 2]}), storage_options=options)
+        write_deltalake(table, pa.table({"id": [3]}), mode="overwrite", storage_options=options)
+    leftover = b"a failed job's output, never committed"
+    if client is None:
+        (tmp_path / "lake" / "erased" / "part-leftover.parquet").write_bytes(leftover)
+    else:
+        client.put_object(Bucket=bucket, Key="erased/part-leftover.parquet", Body=leftover)
+    if client is None:
+        inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    else:
+        inventory = str(tmp_path / "inventory")
+        manifest = write_delivery(str(tmp_path / "dest"), bucket, "all-versions", _listing(client, bucket),
+                                  now - timedelta(hours=1), versioned=True)
+        assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
 
-    purged = purge(spark, audit, 0, dry_run=False)
+    run = vacuum(spark, inventory, [erased, back], dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                 audit_table=audit, delete=delete)
+    assert {t.table: t.counts.deleted_files for t in run.tables} == {erased: 2, back: 1}, run.summary()
+    deleted = [(r["table_root"], r["path"]) for r in read_audit(spark, audit).where("action = 'deleted'").collect()]
+    gone = {table: sorted(path for root, path in deleted if root == table) for table in (erased, back)}
+    assert f"{erased}/part-leftover.parquet" in gone[erased]
+    DeltaTable(back, storage_options=options).restore(0, ignore_missing_files=True)  # version 0's file is live again
 
-    assert purged.tables == {f"file://{table}": {"not_purged": 1}} and not purged.ok
-    assert moved.exists()
-    [problem] = purged.problems
-    command = f"python -m vacuum_jobs restore --audit-table {audit} --run-id {run.run_id} --table file://{table}"
-    assert f"a table needs it again: file://{table} (live); bring it back with: {command}" in problem
-    assert restore(spark, audit, run.run_id, dry_run=False).ok
-    assert sorted(DeltaTable(str(table)).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
+    code = main(["purge", "--audit-table", audit, "--older-than-days", "0", "--apply", "--report",
+                 str(tmp_path / "purge.json"), *(["--s3-endpoint-url", endpoint] if endpoint else [])])
+
+    purged = json.loads((tmp_path / "purge.json").read_text())
+    assert code == 0 and purged["tables"] == {erased: {"purged": 2}, back: {"not_purged": 1}}, purged
+    assert purged["kept"] == {"live again": 1}
+    command = f"python -m vacuum_jobs restore --audit-table {audit} --run-id {run.run_id} --table {back}"
+    assert purged["problems"] == [f"{gone[back][0]}: live again: {back} (its current snapshot reads it); bring it back "
+                                  f"with: {command}"]
+    if client is None:
+        assert [p.name for p in (tmp_path / "trash").rglob("*.parquet")] == [gone[back][0].rsplit("/", 1)[1]]
+    else:
+        for path, versions_left in [*((p, 0) for p in gone[erased]), (gone[back][0], 1)]:
+            listed = client.list_object_versions(Bucket=bucket, Prefix=path.split("/", 3)[3])
+            assert len(listed.get("Versions", [])) == versions_left and listed.get("DeleteMarkers"), (path, listed)
+    assert verify_chain(spark, audit).ok, verify_chain(spark, audit).summary()
+    evidence = ErasureEvidence(spark, ErasureOptions(audit, inventory, tables=[back])).execute(paths=gone[back])
+    [kept] = evidence.answers
+    assert kept.status == "soft_deleted" and "not erased: live again:" in kept.detail, kept
+
+    assert restore(spark, audit, run.run_id, dry_run=False, tables=[back], delete=delete).ok
+    assert sorted(DeltaTable(back, storage_options=options).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
 
 
 def _files(root: Path) -> dict[str, bytes]:

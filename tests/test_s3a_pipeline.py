@@ -137,20 +137,17 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     assert len(deleted) == run.totals()["deleted_files"] >= 3  # the orphan and the two replaced commits' files
     assert not any("_delta_log" in key for key in deleted)
     assert _rows(spark, table) == rows
-    # The run's VACUUM START and END, put into the table's log on S3 (If-None-Match), read back by deltalake.
-    (started, start), (ended, end) = ours("s3" + table.removeprefix("s3a"))[run.run_id]
-    assert (started, ended) == ("VACUUM START", "VACUUM END") and end["version"] == start["version"] + 1
-    assert end["operationMetrics"]["numDeletedFiles"] == str(len(deleted))
-    history = {f"{table.split('/', 3)[3]}/_delta_log/{c['version']:020d}.json" for c in (start, end)}
+    # No VACUUM START or END in a log on S3 unless the run is told every writer commits conditionally, as Delta.
+    assert not ours("s3" + table.removeprefix("s3a")) and run.tables[0].history.startswith("off: Delta's default on s3://")
 
     # Restore takes the run's delete markers away; a second vacuum deletes again; purge erases the versions.
     restored = restore(spark, audit, run.run_id, dry_run=False, delete=settings)
-    assert restored.ok and _live_keys(s3, lake) == live | history
+    assert restored.ok and _live_keys(s3, lake) == live
     again = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False, audit_table=audit,
                    delete=settings, now_ms=now_ms() + 5000)
     assert again.totals()["deleted_files"] == len(deleted)
-    # Past the table's own retention (7 days): inside it, purge keeps what the table's tombstones name.
-    purged = purge(spark, audit, 0, dry_run=False, delete=settings, now_ms=now_ms() + 8 * 24 * 3600 * 1000)
+    # The vacuum was told to erase at retention 0, forced past the table's own 7 days: the purge erases at once.
+    purged = purge(spark, audit, 0, dry_run=False, delete=settings)
     assert purged.ok, purged.problems
     versions = s3.list_object_versions(Bucket=lake, Prefix="warehouse/orders/stale-orphan.parquet")
     assert not versions.get("Versions"), "purge erased every version of the orphan"
@@ -205,9 +202,14 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     first = _deliver(s3, tmp_path / "d1", lake, housekeeping, before, now - timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([first]).refused
     run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
-                 delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48)
+                 delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48, history=True)
     [report] = run.tables
     assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == len(overwritten)
+    # Told so (history=True), the run puts its VACUUM START and END into the log on S3 (If-None-Match).
+    (started, start), (ended, end) = ours("s3" + table.removeprefix("s3a"))[run.run_id]
+    assert (started, ended) == ("VACUUM START", "VACUUM END") and end["version"] == start["version"] + 1
+    assert end["operationMetrics"]["numDeletedFiles"] == str(report.counts.deleted_files)
+    assert report.history.endswith("(on: the run's setting (--history))"), report.history
 
     listed = _objects(s3, lake, aged_days=10)
     hidden = [o for o in listed if not o.is_latest and not o.is_delete_marker]
@@ -233,13 +235,17 @@ def test_job_2_from_its_command_line_finds_plans_and_deletes_through_the_s3_api_
     manifest = _deliver(s3, tmp_path / "dest", lake, housekeeping, _objects(s3, lake, aged_days=10),
                         datetime.now(timezone.utc) - timedelta(hours=1))
     assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    # A DynamoDB log store's temp commit file: no history here, even with --history.
+    s3.put_object(Bucket=lake, Key=f"warehouse/orders/_delta_log/.tmp/00000000000000000009.json.{uuid.uuid4()}", Body=b"")
     live = _live_keys(s3, lake)
 
     _job(s3_endpoint, "vacuum_jobs", "--inventory-table", inventory, "--discover", "--retain-hours", "0",
-         "--force-retention", "--audit-table", audit, "--report", report, cwd=tmp_path)
+         "--force-retention", "--audit-table", audit, "--report", report, "--history", cwd=tmp_path)
 
     [vacuumed] = _json(s3, report)["tables"]
     assert vacuumed["status"] == "vacuumed" and vacuumed["table"].endswith(f"{lake}/warehouse/orders"), vacuumed
+    assert vacuumed["history"].startswith("not recorded: its log holds a DynamoDB log store's temp files"), vacuumed
+    assert not ours("s3" + table.removeprefix("s3a"))
     deleted = live - _live_keys(s3, lake)
     assert "warehouse/orders/stale-orphan.parquet" in deleted and not any("_delta_log" in key for key in deleted)
     assert len(deleted) == vacuumed["counts"]["deleted_files"] >= 3

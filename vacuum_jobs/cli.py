@@ -3,8 +3,9 @@
 ``python -m vacuum_jobs record``: append runs the audit table could not take when they ran.
 
 Exit status: 0 when every table was vacuumed, dry-run or skipped (every key restored or
-purged); 1 when any table was refused or failed (any key left alone or failed); 2 for usage
-errors.
+purged, or kept by a purge only because a table needs it again: a warning); 1 when any table
+was refused or failed (any key left alone for another reason, or failed; a log a purge could
+not read); 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.history import LOGGING_SETTING
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 
 RECORD_COMMAND = "record"
@@ -91,9 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="S3 keys deleted per second by the whole run, however many executors delete "
                              "(S3 takes about 3,500 writes/s per prefix; default: %(default)g)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
-    parser.add_argument("--no-history", action="store_true",
-                        help="write no VACUUM START / END commits into the tables' logs (by default each table "
-                             "deleted in gets them, as Delta's own VACUUM writes them; DESCRIBE HISTORY shows them)")
+    history = parser.add_mutually_exclusive_group()
+    history.add_argument("--history", action="store_const", const=True, dest="history",
+                         help="write VACUUM START / END commits into the log of every table deleted in, as Delta's "
+                              "own VACUUM does (DESCRIBE HISTORY shows them). By default Delta's rule decides: "
+                              f"{LOGGING_SETTING} where the session sets it, else on for local disk, off on S3. On S3 "
+                              "this flag attests that every writer of those tables commits with S3 conditional writes "
+                              "(If-None-Match), never through a log store that overwrites or copies a commit file")
+    history.add_argument("--no-history", action="store_const", const=False, dest="history",
+                         help="write no VACUUM START / END commits into the tables' logs")
     add_common_arguments(parser)
     return parser
 
@@ -107,8 +115,11 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
                      "again since is left alone and reported."
                      if restoring else
                      "Erase for good what vacuum runs kept more than N days ago (the versions their delete markers "
-                     "hide, the files in their --trash) and nothing restored; a version current again is left "
-                     "alone and reported."),
+                     "hide, the files in their --trash) and nothing restored. Before erasing, the tables' logs are "
+                     "read again: a file a table needs again (live again, removed again since the vacuum run, its "
+                     "retention raised since the run beyond the retention the run used) is kept with a warning "
+                     "naming the rule (exit 0); a log that cannot be read, a version current again or a failed "
+                     "delete is left alone and exits 1."),
     )
     parser.add_argument("--audit-table", required=True, metavar="URI", help="the vacuum runs' --audit-table")
     if restoring:
@@ -211,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             audit_table=args.audit_table,
             min_coverage=args.min_coverage,
             delete=delete,
-            history=not args.no_history,
+            history=args.history,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

@@ -45,9 +45,7 @@ from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, r
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
-from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import delta_roots
-from lakeio.deltalog.references import retention_cutoffs
 from lakeio.deltalog.replay import read_logs
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import current_objects, inventory_snapshot
@@ -65,6 +63,7 @@ from vacuum_jobs.deleter import (
     prune_empty_folders,
     where_reachable,
 )
+from vacuum_jobs.needed_again import OPERATOR_MUST_ACT, KeptBecause, VacuumedTable, needed_again
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +102,18 @@ class UndoReport:
     acts_on: str  # which deletes: "vacuum run R", or "deletes older than N day(s)"
     tables: dict[str, dict[str, int]] = field(default_factory=dict)  # per table: files per outcome
     problems: list[str] = field(default_factory=list)  # sample of keys left alone or failed: "path: why"
-    warnings: list[str] = field(default_factory=list)  # lifecycle rules that expire versions first
+    warnings: list[str] = field(default_factory=list)  # lifecycle rules that expire versions first, unreadable logs
+    # purge: files kept because a table needs them again, per rule (vacuum_jobs.needed_again.KeptBecause)
+    kept: dict[str, int] = field(default_factory=dict)
     audit_problems: list[str] = field(default_factory=list)  # what the audit table did not take, and where it is kept
     step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time, in order
 
     @property
     def ok(self) -> bool:
-        return not self.audit_problems and not any(
-            n for counts in self.tables.values() for action, n in counts.items() if action in _LEFT_ALONE)
+        """Nothing the operator must act on: every key done, or kept only because a table needs it."""
+        left = sum(n for counts in self.tables.values() for action, n in counts.items() if action in _LEFT_ALONE)
+        needed = sum(n for rule, n in self.kept.items() if rule not in OPERATOR_MUST_ACT)
+        return not self.audit_problems and left == needed
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -123,6 +126,10 @@ class UndoReport:
         if not self.tables:
             lines.append("  nothing to do")
         lines += [f"  left alone: {problem}" for problem in self.problems]
+        needed = {rule: n for rule, n in sorted(self.kept.items()) if rule not in OPERATOR_MUST_ACT}
+        if needed:
+            lines.append(f"warning: {sum(needed.values()):,} file(s) kept because a table needs them again ("
+                         + ", ".join(f"{rule}: {n:,}" for rule, n in needed.items()) + "); not an error")
         lines += [f"warning: {warning}" for warning in self.warnings]
         lines += [f"error: {problem}" for problem in self.audit_problems]
         return "\n".join(lines)
@@ -241,47 +248,48 @@ class Undo:
             finished.select("path", "source_run_id"), ["path", "source_run_id"], "left_anti")
         report = self._report(UndoCommand.PURGE, now_ms, f"deletes older than {older_than_days:g} day(s), before "
                                                f"{iso_utc(before_ms)}")
-        needed = self._needed_again(audit, report, now_ms)
-        left_alone = selected.join(needed, "path").select(
+        needed = self._needed_again(audit, selected, report, now_ms).localCheckpoint(eager=True)
+        report.kept = {row["rule"]: row["count"] for row in needed.groupBy("rule").count().collect()}
+        restore_with = F.concat(F.lit("; bring it back with: python -m vacuum_jobs restore --audit-table "
+                                      f"{self.options.audit_table} --run-id "), F.col("source_run_id"),
+                                F.lit(" --table "), F.col("table_root"))
+        left_alone = selected.join(needed, ["path", "source_run_id"]).select(
             *[F.col(c) for c in _UNDONE.names if c not in ("action", "error", "at_ms")],
             F.lit(AuditAction.NOT_PURGED.value).alias("action"),
-            F.concat(F.lit("a table needs it again: "), F.col("needed_by"),
-                     F.when(F.col("live"), F.lit(" (live)")).otherwise(F.lit(" (within its retention)")),
-                     F.lit("; bring it back with: python -m vacuum_jobs restore --audit-table "
-                           f"{self.options.audit_table} --run-id "), F.col("source_run_id"),
-                     F.lit(" --table "), F.col("table_root")).alias("error"),
+            F.concat(F.col("rule"), F.lit(": "), F.col("needed_by"), F.lit(" ("), F.col("detail"), F.lit(")"),
+                     F.when(F.col("rule") == KeptBecause.LIVE_AGAIN.value, restore_with).otherwise(F.lit("")))
+            .alias("error"),
             F.lit(now_ms).alias("at_ms")).select(*_UNDONE.names)
-        return self._run(report, selected.join(needed, "path", "left_anti"), AuditAction.PURGED, now_ms,
-                         older_than_days, left_alone)
+        return self._run(report, selected.join(needed, ["path", "source_run_id"], "left_anti"), AuditAction.PURGED,
+                         now_ms, older_than_days, left_alone)
 
-    def _needed_again(self, audit: DataFrame, report: UndoReport, now_ms: int) -> DataFrame:
-        """``(path, needed_by, live)``: the files some table of the lake needs now (live, or a tombstone
-        inside its retention): a Delta RESTORE, a clone of an old version, a longer retention since the
-        vacuum. Purge erases for good, so it reads the logs again, as the vacuum does before deleting:
-        every table the audit names, and with ``inventory_table`` every Delta table the inventory shows.
-        A table whose log cannot be read keeps its own files this run (named in the warnings)."""
+    def _needed_again(self, audit: DataFrame, selected: DataFrame, report: UndoReport, now_ms: int) -> DataFrame:
+        """The ``selected`` deletes some table of the lake needs again, with the rule that keeps each
+        (vacuum_jobs.needed_again). Purge erases for good, so it reads the logs again, as the vacuum does
+        before deleting: every table the audit names, and with ``inventory_table`` every Delta table the
+        inventory shows. A table whose log cannot be read keeps its own files this run (named in the
+        warnings)."""
         roots = {uris.table_root(r["table_root"]) for r in
                  audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
         if self.options.inventory_table:
             snapshot = inventory_snapshot(self.spark, catalog.resolve(self.spark, self.options.inventory_table))
             roots.update(delta_roots(current_objects(snapshot.rows)))
         if not roots:
-            return self.spark.createDataFrame([], "path string, needed_by string, live boolean")
+            return local_frame(self.spark, [], "path string, source_run_id string, rule string, needed_by string, "
+                                               "detail string")
         self.progress.begin("reading the logs", f"reading the logs of {len(roots)} table(s) for the files they need again")
-        replay = read_logs(self.spark, Storage(self.spark), sorted(roots), check_paths=False)
-        limits = local_frame(self.spark, sorted(retention_cutoffs(replay.states.values(), now_ms).items()),
-                             "table_root string, cutoff_ms long")
-        needed = keep_set(replay.files.join(F.broadcast(limits), "table_root")).select(
-            uris.canonical_col(F.col("path")).alias("path"), F.col("table_root").alias("needed_by"), "live")
-        unread = sorted(replay.failures)
-        for root in unread:
+        storage = Storage(self.spark)
+        replay = read_logs(self.spark, storage, sorted(roots), check_paths=False)
+        for root in sorted(replay.failures):
             report.warnings.append(f"{root}: its log cannot be read ({replay.failures[root]}): its files are not "
                                    "purged this run")
-        if unread:
-            needed = needed.unionByName(audit.where(F.col("table_root").isin(unread) & F.col("path").isNotNull())
-                                        .select("path", F.col("table_root").alias("needed_by"),
-                                                F.lit(False).alias("live")))
-        return needed.groupBy("path").agg(F.min("needed_by").alias("needed_by"), F.max("live").alias("live"))
+        pairs = selected.select(F.col("source_run_id").alias("run_id"), "table_root").distinct()
+        runs = [VacuumedTable(r["run_id"], r["table_root"], r["started_ms"], r["table_version"], r["retention_hours"])
+                for r in audit.where(F.col("path").isNull() & F.col("source_run_id").isNull()).join(pairs, ["run_id", "table_root"])
+                .groupBy("run_id", "table_root").agg(F.min(F.unix_millis("timestamp")).alias("started_ms"),
+                                                     F.max("table_version").alias("table_version"),
+                                                     F.min("retention_hours").alias("retention_hours")).collect()]
+        return needed_again(self.spark, storage, replay, selected, runs, now_ms)
 
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
@@ -337,7 +345,7 @@ class Undo:
         for row in outcomes.where(F.col("action").isin(*[a.value for a in _LEFT_ALONE])).orderBy("path").limit(
                 PROBLEM_SAMPLE).collect():
             report.problems.append(f"{row['path']}: {row['error']}")
-        report.warnings = _lifecycle_warnings(settings, report.tables, undo_window_days)
+        report.warnings += _lifecycle_warnings(settings, report.tables, undo_window_days)
         if not self.options.dry_run and report.tables:
             self.progress.begin("recording the audit", f"recording {self.options.audit_table}")
             try:

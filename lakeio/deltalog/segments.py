@@ -22,6 +22,7 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9A-Fa-f-]{36}\.(json|parquet)$")
+_VERSIONED = re.compile(r"^(\d{20})\.")  # any of the above, by its version
 
 
 class UnreadableLog(HousekeepingError):
@@ -44,12 +45,28 @@ class LogSegment:
 
 def log_segment(storage: Storage, table_root: str) -> LogSegment:
     """The newest snapshot's log files, or :class:`UnreadableLog` saying why there is none."""
+    return segment_from_listing(table_root, _log_files(storage, table_root))
+
+
+def log_segment_at(storage: Storage, table_root: str, version: int) -> LogSegment:
+    """The log files of the snapshot at ``version`` (time travel: the newest complete checkpoint at or
+    before it and the commits after it, up to ``version``); :class:`UnreadableLog` when the log does not
+    hold that version (cleaned up, or not written yet)."""
+    files = [uri for uri in _log_files(storage, table_root)
+             if (m := _VERSIONED.match(uris.name(uri))) and int(m.group(1)) <= version]
+    at = segment_from_listing(table_root, files)
+    if at.version != version:
+        raise UnreadableLog(f"{uris.join(table_root, '_delta_log')}: holds no version {version} to read")
+    return at
+
+
+def _log_files(storage: Storage, table_root: str) -> list[str]:
     log_dir = uris.join(table_root, "_delta_log")
     try:
         listing = storage.list(log_dir)
     except Exception as exc:  # permission, throttling, ...
         raise UnreadableLog(f"{log_dir}: cannot list: {first_line(exc)}") from None
-    return segment_from_listing(table_root, [status.uri for status in listing if not status.is_dir])
+    return [status.uri for status in listing if not status.is_dir]
 
 
 def log_segments(storage: Storage, table_roots: Sequence[str]) -> tuple[list[LogSegment], dict[str, str]]:

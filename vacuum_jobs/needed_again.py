@@ -1,0 +1,190 @@
+"""What a purge keeps of a vacuum run's deletes: the files some table of the lake needs again.
+
+A purge erases for good what a vacuum run hid, so it reads the logs again first, as the vacuum does
+before deleting. The vacuum was told what to erase: the tombstones older than its cutoff (its start
+less the retention it used, a forced short one included). The purge keeps a file by the first of
+these rules that holds, and says which:
+
+1. ``log unreadable``: its table's log cannot be read now; kept this run (the operator must act);
+2. ``live again``: a table's current snapshot names it (a Delta ``RESTORE``, a clone of an old
+   version, a re-add): restoring it is what that table needs;
+3. ``removed again since the run``: its own table holds a tombstone of it newer than the run's
+   cutoff, or of unknown age: the file was live again after the run, and that table's time
+   travel may read it;
+4. ``retention raised since the run``: its own table's retention is longer now than both the run's
+   and the table's own at the version the run planned, and the tombstone falls inside it;
+5. ``within a table's retention``: another table (a shallow clone) holds a tombstone of it within
+   that table's own retention, or the run recorded no retention and its own table's holds it.
+
+Rules 2-5 are what the tables need: the purge warns and succeeds. Rule 1 makes it exit 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakeio import uris
+from lakeio.deltalog import gates
+from lakeio.deltalog.references import EVERY_TOMBSTONE, retention_cutoffs
+from lakeio.deltalog.replay import Replay, replay_logs
+from lakeio.deltalog.segments import UnreadableLog, log_segment_at
+from lakeio.shapes import local_frame
+from lakeio.storage import Storage
+from lakeio.text import StrEnum
+from lakeio.times import MS_PER_HOUR
+
+
+class KeptBecause(StrEnum):
+    """Why a purge keeps a file its vacuum run deleted, in the order the rules are tried."""
+
+    LOG_UNREADABLE = "log unreadable"
+    LIVE_AGAIN = "live again"
+    REMOVED_AGAIN = "removed again since the run"
+    RETENTION_RAISED = "retention raised since the run"
+    WITHIN_RETENTION = "within a table's retention"
+
+
+# Kept for a reason the operator must act on: the purge exits 1. The others are what a table needs.
+OPERATOR_MUST_ACT = frozenset({KeptBecause.LOG_UNREADABLE})
+_ORDER = list(KeptBecause)
+
+
+@dataclass(frozen=True)
+class RunCutoff:
+    """Which tombstones of one table the purge keeps for one vacuum run's deletes."""
+
+    run_cutoff_ms: int | None  # the run's start less the retention it used; None: it recorded none
+    own_cutoff_ms: int  # what the table keeps: the run's cutoff, earlier where its retention was raised since
+    raised_to_hours: float | None = None  # the table's retention now, where it was raised since the run
+
+
+def run_cutoff(started_ms: int, run_hours: float | None, table_now_hours: float, table_at_run_hours: float | None,
+               now_ms: int) -> RunCutoff:
+    """The cutoff a purge applies to a file of a table, for the run that deleted it: the run's own
+    (``started_ms`` less ``run_hours``), lengthened to the table's retention now only where that was
+    raised after the run (``table_at_run_hours``: the table's own at the version the run planned;
+    None: not known, so taken as raised). A run that recorded no retention: the table's own now.
+    ``table_now_hours`` is ``math.inf`` where the table's setting does not parse (every tombstone kept)."""
+    table_now_ms = EVERY_TOMBSTONE if math.isinf(table_now_hours) else now_ms - int(table_now_hours * MS_PER_HOUR)
+    if run_hours is None:
+        return RunCutoff(None, table_now_ms)
+    cutoff = started_ms - int(run_hours * MS_PER_HOUR)
+    raised = table_now_hours > run_hours and (table_at_run_hours is None or table_now_hours > table_at_run_hours)
+    if raised and table_now_ms < cutoff:
+        return RunCutoff(cutoff, table_now_ms, table_now_hours)
+    return RunCutoff(cutoff, cutoff)
+
+
+@dataclass(frozen=True)
+class VacuumedTable:
+    """One (vacuum run, table) pair a purge acts on, as the audit's table row records it."""
+
+    run_id: str
+    table_root: str
+    started_ms: int
+    table_version: int | None
+    run_hours: float | None
+
+
+def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes: DataFrame, runs: Iterable[VacuumedTable],
+                 now_ms: int) -> DataFrame:
+    """``(path, source_run_id, rule, needed_by, detail)`` of each of ``deletes`` (``table_root``,
+    ``path``, ``source_run_id``) that a table of ``replay`` (the lake's logs, read now) needs again:
+    the first rule of the module's that holds, a :class:`KeptBecause` value, and what it found."""
+    cutoffs = _run_cutoffs(spark, storage, replay, list(runs), now_ms)
+    frame = local_frame(spark, [(r, t, c.run_cutoff_ms, c.own_cutoff_ms, c.raised_to_hours) for (r, t), c in cutoffs.items()],
+                        "source_run_id string, table_root string, run_cutoff_ms long, own_cutoff_ms long, "
+                        "raised_to_hours double")
+    others = local_frame(spark, sorted(retention_cutoffs(replay.states.values(), now_ms).items()),
+                         "needed_by string, other_cutoff_ms long")
+    named = replay.files.select(
+        F.col("table_root").alias("needed_by"), "kind", "deletion_timestamp",
+        F.explode(F.array("path", "dv_path")).alias("path")).where(F.col("path").isNotNull()).select(
+        "needed_by", "kind", "deletion_timestamp", uris.canonical_col(F.col("path")).alias("path"))
+    matched = (deletes.select("table_root", "path", "source_run_id").join(F.broadcast(frame), ["source_run_id", "table_root"], "left")
+               .join(named, "path").join(F.broadcast(others), "needed_by", "left"))
+    rule = _rule(F.col("needed_by") == F.col("table_root"), F.col("deletion_timestamp"))
+    found = matched.select("path", "source_run_id", "needed_by", rule.alias("rule"), _detail().alias("detail"))
+    unread = sorted(replay.failures)
+    if unread:
+        found = found.unionByName(deletes.where(F.col("table_root").isin(unread)).select(
+            "path", "source_run_id", F.col("table_root").alias("needed_by"),
+            F.lit(KeptBecause.LOG_UNREADABLE.value).alias("rule"), F.lit("its log cannot be read").alias("detail")))
+    order = F.array_position(F.array(*[F.lit(k.value) for k in _ORDER]), F.col("rule"))
+    first = found.where(F.col("rule").isNotNull()).groupBy("path", "source_run_id").agg(
+        F.min(F.struct(order.alias("order"), "rule", "needed_by", "detail")).alias("first"))
+    return first.select("path", "source_run_id", "first.rule", "first.needed_by", "first.detail")
+
+
+def _rule(own: Column, removed: Column) -> Column:
+    """The rule a file named by one log row falls under (null: that row needs nothing)."""
+    run, kept_own, kept_other = F.col("run_cutoff_ms"), F.col("own_cutoff_ms"), F.col("other_cutoff_ms")
+    return (F.when(F.col("kind") == "add", F.lit(KeptBecause.LIVE_AGAIN.value))
+            .when(own & run.isNotNull() & (removed.isNull() | (removed >= run)), F.lit(KeptBecause.REMOVED_AGAIN.value))
+            .when(own & run.isNotNull() & (removed >= kept_own), F.lit(KeptBecause.RETENTION_RAISED.value))
+            .when(own & run.isNull() & (removed.isNull() | (removed >= kept_own)), F.lit(KeptBecause.WITHIN_RETENTION.value))
+            .when(~own & (removed.isNull() | (removed >= kept_other)), F.lit(KeptBecause.WITHIN_RETENTION.value)))
+
+
+def _detail() -> Column:
+    """What the log row shows: when the table removed the file, against the run's cutoff."""
+    removed = F.col("deletion_timestamp")
+    when = F.coalesce(F.date_format(F.timestamp_millis(removed), "yyyy-MM-dd'T'HH:mm:ss'Z'"), F.lit("an unknown time"))
+    return (F.when(F.col("kind") == "add", F.lit("its current snapshot reads it"))
+            .otherwise(F.concat(F.lit("a tombstone of "), when,
+                                F.when(F.col("run_cutoff_ms").isNotNull(), F.concat(
+                                    F.lit(" against the run's cutoff "),
+                                    F.date_format(F.timestamp_millis(F.col("run_cutoff_ms")), "yyyy-MM-dd'T'HH:mm:ss'Z'")))
+                                .otherwise(F.lit("")),
+                                F.when(F.col("raised_to_hours").isNotNull(), F.concat(
+                                    F.lit(", its retention now "), F.col("raised_to_hours").cast("string"), F.lit(" h")))
+                                .otherwise(F.lit("")))))
+
+
+def _run_cutoffs(spark: SparkSession, storage: Storage, replay: Replay, runs: list[VacuumedTable],
+                 now_ms: int) -> dict[tuple[str, str], RunCutoff]:
+    """Each (run, table) pair's cutoff; the table's retention at the run's version is read from its
+    log only where it matters (the table's retention now is longer than the run's)."""
+    now_hours: dict[str, float] = {}
+    for root, state in replay.states.items():
+        try:
+            now_hours[root] = gates.table_retention_hours(state)
+        except ValueError:
+            now_hours[root] = math.inf
+    asked = {(r.table_root, r.table_version) for r in runs if r.table_root in now_hours and r.run_hours is not None
+             and r.table_version is not None and now_hours[r.table_root] > r.run_hours}
+    at_run = _retention_at(spark, storage, asked)
+    return {(r.run_id, r.table_root): run_cutoff(r.started_ms, r.run_hours, now_hours[r.table_root],
+                                                 None if r.table_version is None
+                                                 else at_run.get((r.table_root, r.table_version)), now_ms)
+            for r in runs if r.table_root in now_hours}
+
+
+def _retention_at(spark: SparkSession, storage: Storage, asked: set[tuple[str, int]]) -> dict[tuple[str, int], float]:
+    """The table's own retention at each (root, version) asked, from its log at that version; a
+    version the log no longer holds, or whose setting does not parse, is left out (taken as unknown)."""
+    found: dict[tuple[str, int], float] = {}
+    pending = sorted(asked)
+    while pending:  # one version per table a round: a replay's states are keyed by table
+        this_round = {root: version for root, version in reversed(pending)}
+        pending = [pair for pair in pending if this_round[pair[0]] != pair[1]]
+        segments = []
+        for root, version in this_round.items():
+            try:
+                segments.append(log_segment_at(storage, root, version))
+            except UnreadableLog:
+                continue
+        if not segments:
+            continue
+        replay = replay_logs(spark, segments, check_paths=False)
+        for root, state in replay.states.items():
+            try:
+                found[(root, this_round[root])] = gates.table_retention_hours(state)
+            except ValueError:
+                continue
+    return found
