@@ -141,3 +141,14 @@ def test_a_rerun_deleting_again_does_not_move_the_erasure():
 def test_the_retention_end_is_when_it_becomes_deletable():
     answer = _decide(log=[LogEntry("remove", TABLE, deletion_timestamp=NOW - DAY)])
     assert answer.when == "2026-11-27T00:00:00+00:00"  # removed on the 20th, 168 h retention
+
+
+def test_a_file_a_purge_kept_names_the_rule_and_the_purge_that_erases_it_later_wins():
+    kept = AuditEntry("p1", AuditAction.NOT_PURGED.value, T0 + DAY, error="live again: s3://lake/orders (its current "
+                      "snapshot reads it)", source_run_id="v1")
+    trashed = _vacuum(trash_path="/trash/v1/part-0.parquet")
+    answer = _decide(trail=[trashed, kept])
+    assert answer.status == ErasureStatus.SOFT_DELETED and answer.run_id == "p1"
+    assert "purge run p1 kept it at 2026-11-02T00:00:00+00:00, not erased: live again: s3://lake/orders" in answer.detail
+    later = _decide(trail=[trashed, kept, _then(AuditAction.PURGED, "p2", "v1", T0 + 2 * DAY)])
+    assert later.status == ErasureStatus.ERASED and later.run_id == "p2"
