@@ -2,9 +2,11 @@
 the audit exactly once as ``deleted``, and no journal is left behind.
 
 ``python -m vacuum_jobs`` runs in a process of its own under strace, which sends SIGKILL at a named
-system call: the ``unlink`` of one planned file (the executor deleting it dies, and the run with
-it, some files deleted and none recorded), or the ``link`` that would put the audit's next commit
-in place (every file deleted, nothing recorded). The re-run in the test session reads the killed
+system call: the ``unlink`` of one planned file (the Python worker deleting it dies, and the run
+fails with it, exit 1: some files deleted and none recorded), the ``link`` that would put the
+audit's next commit in place (the driver dies: every file deleted, nothing recorded), or the one
+of a table's ``VACUUM END``. Each test checks in strace's own lines that the call's process died
+of the signal, and the driver's exit status. The re-run in the test session reads the killed
 run's note back (vacuum_jobs.interrupted). ``VACUUM_SOAK_RUNS`` (default 1) sets how many more
 rounds kill at a randomly chosen planned file; ``SOAK_SEED`` picks them.
 """
@@ -15,6 +17,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -48,15 +51,18 @@ def _needed(table: Path) -> set[Path]:
     return {Path(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()}
 
 
-def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls: str) -> subprocess.CompletedProcess:
+def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls: str,
+                traced: Path) -> subprocess.CompletedProcess:
     """The vacuum, SIGKILLed by strace at the first of ``calls`` on path ``at``; that call fails as well,
-    so that nothing it would have done is done, however soon the signal lands."""
+    so that nothing it would have done is done, however soon the signal lands. Traced without
+    ``--seccomp-bpf``: with it, strace 6.1 injects the error and never delivers the signal. strace's
+    own lines go to ``traced``: the call, and how each process ended."""
     if shutil.which("strace") is None:
         if os.environ.get("CI"):
             pytest.fail("strace is missing: .ci/run installs it")
         pytest.skip("needs strace (apt-get install strace) to kill the run at a system call")
     return subprocess.run(
-        ["strace", "-f", "-qq", "--seccomp-bpf", "-o", os.devnull, "-P", str(at), "-e", f"trace={calls}",
+        ["strace", "-f", "-q", "-o", str(traced), "-P", str(at), "-e", f"trace={calls}",
          "-e", f"inject={calls}:error=EIO:signal=SIGKILL", sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory,
          *[a for t in tables for a in ("--table", str(t))], "--retain-hours", "0", "--force-retention",
          "--audit-table", str(audit), "--master", "local[2]"],
@@ -64,7 +70,8 @@ def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls
 
 
 def _kill_then_rerun(spark, tmp_path: Path, pick, ends: dict[str, set[tuple[str, bool]]]) -> None:
-    """``pick`` names where to kill; ``ends`` what may end the killed run's history in each table
+    """``pick`` names where to kill (the path, its system calls, and whether the driver makes the call
+    or a Python worker deleting files); ``ends`` what may end the killed run's history in each table
     ("*": any other): (status, with the run's own failed count, as only the run itself writes)."""
     tables, rows = _lake(tmp_path)
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
@@ -75,11 +82,14 @@ def _kill_then_rerun(spark, tmp_path: Path, pick, ends: dict[str, set[tuple[str,
                         {r["path"] for r in DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
                          if r["run_id"] == planned.run_id and r["action"] == "would_delete"})
     needed = {t: _needed(t) for t in tables}
-    at, calls = pick(candidates, audit)
+    at, calls, in_driver = pick(candidates, audit)
 
-    killed = _killed_run(tables, inventory, audit, at, calls)
+    killed = _killed_run(tables, inventory, audit, at, calls, tmp_path / "strace.log")
 
-    assert killed.returncode != 0, killed.stderr[-2000:]
+    # The process that made the call died of the signal: the driver (the run's own exit status), or the worker
+    # deleting the file, after which the driver's job fails.
+    assert "+++ killed by SIGKILL +++" in (tmp_path / "strace.log").read_text(), killed.stderr[-2000:]
+    assert killed.returncode == (-signal.SIGKILL if in_driver else 1), (killed.returncode, killed.stderr[-2000:])
     gone_before_rerun = {c for c in candidates if not c.exists()}
     assert at not in candidates or at not in gone_before_rerun  # killed before that very file went
     rerun = vacuum(spark, inventory, tables, dry_run=False, retention_hours=0, enforce_retention_duration=False,
@@ -123,13 +133,13 @@ POINTS = {
 
 @pytest.mark.parametrize("point", POINTS)
 def test_a_vacuum_killed_at_a_named_point_then_rerun_records_every_delete_once(spark, tmp_path, point):
-    def pick(candidates: list[Path], audit: Path) -> tuple[Path, str]:
-        if point.startswith("at a planned"):
-            return candidates[len(candidates) // 2], "unlink,unlinkat"
+    def pick(candidates: list[Path], audit: Path) -> tuple[Path, str, bool]:
+        if point.startswith("at a planned"):  # in the Python worker that deletes it
+            return candidates[len(candidates) // 2], "unlink,unlinkat", False
         if point.startswith("at the audit"):
-            return audit / "_delta_log" / f"{1:020d}.json", "link,linkat,rename,renameat,renameat2"
+            return audit / "_delta_log" / f"{1:020d}.json", "link,linkat,rename,renameat,renameat2", True
         log = tmp_path / "lake" / "a" / "_delta_log"  # four overwrites, then our START: the END goes fifth
-        return log / f"{5:020d}.json", "link,linkat"
+        return log / f"{5:020d}.json", "link,linkat", True
 
     _kill_then_rerun(spark, tmp_path, pick, POINTS[point])
 
@@ -139,4 +149,4 @@ def test_soak_vacuums_killed_at_random_planned_files_then_rerun(spark, tmp_path)
     chooser = random.Random(os.environ.get("SOAK_SEED", "vacuum-kills"))
     for round_ in range(rounds):
         _kill_then_rerun(spark, tmp_path / f"round-{round_}",
-                         lambda candidates, _: (chooser.choice(candidates), "unlink,unlinkat"), {"*": ANY})
+                         lambda candidates, _: (chooser.choice(candidates), "unlink,unlinkat", False), {"*": ANY})
