@@ -122,8 +122,12 @@ def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes:
 
 
 def _rule(own: Column, removed: Column) -> Column:
-    """The rule a file named by one log row falls under (null: that row needs nothing)."""
-    run, kept_own, kept_other = F.col("run_cutoff_ms"), F.col("own_cutoff_ms"), F.col("other_cutoff_ms")
+    """The rule a file named by one log row falls under (null: that row needs nothing). A cutoff not
+    known (no table row of the run in the audit, a table not read) keeps every tombstone."""
+    every = F.lit(EVERY_TOMBSTONE)
+    run = F.col("run_cutoff_ms")
+    kept_other = F.coalesce(F.col("other_cutoff_ms"), every)
+    kept_own = F.coalesce(F.col("own_cutoff_ms"), kept_other)
     return (F.when(F.col("kind") == "add", F.lit(KeptBecause.LIVE_AGAIN.value))
             .when(own & run.isNotNull() & (removed.isNull() | (removed >= run)), F.lit(KeptBecause.REMOVED_AGAIN.value))
             .when(own & run.isNotNull() & (removed >= kept_own), F.lit(KeptBecause.RETENTION_RAISED.value))
