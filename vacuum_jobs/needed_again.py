@@ -115,7 +115,9 @@ def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes:
         found = found.unionByName(deletes.where(F.col("table_root").isin(unread)).select(
             "path", "source_run_id", F.col("table_root").alias("needed_by"),
             F.lit(KeptBecause.LOG_UNREADABLE.value).alias("rule"), F.lit("its log cannot be read").alias("detail")))
-    order = F.array_position(F.array(*[F.lit(k.value) for k in _ORDER]), F.col("rule"))
+    order = F.lit(None).cast("int")
+    for position, kept in reversed(list(enumerate(_ORDER))):  # Spark 3.5's array_position takes no column
+        order = F.when(F.col("rule") == kept.value, F.lit(position)).otherwise(order)
     first = found.where(F.col("rule").isNotNull()).groupBy("path", "source_run_id").agg(
         F.min(F.struct(order.alias("order"), "rule", "needed_by", "detail")).alias("first"))
     return first.select("path", "source_run_id", "first.rule", "first.needed_by", "first.detail")
