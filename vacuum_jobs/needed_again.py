@@ -140,16 +140,21 @@ def _rule(own: Column, removed: Column) -> Column:
 def _detail() -> Column:
     """What the log row shows: when the table removed the file, against the run's cutoff."""
     removed = F.col("deletion_timestamp")
-    when = F.coalesce(F.date_format(F.timestamp_millis(removed), "yyyy-MM-dd'T'HH:mm:ss'Z'"), F.lit("an unknown time"))
+    when = F.coalesce(_iso(removed), F.lit("an unknown time"))
     return (F.when(F.col("kind") == "add", F.lit("its current snapshot reads it"))
             .otherwise(F.concat(F.lit("a tombstone of "), when,
                                 F.when(F.col("run_cutoff_ms").isNotNull(), F.concat(
                                     F.lit(" against the run's cutoff "),
-                                    F.date_format(F.timestamp_millis(F.col("run_cutoff_ms")), "yyyy-MM-dd'T'HH:mm:ss'Z'")))
+                                    _iso(F.col("run_cutoff_ms"))))
                                 .otherwise(F.lit("")),
                                 F.when(F.col("raised_to_hours").isNotNull(), F.concat(
                                     F.lit(", its retention now "), F.col("raised_to_hours").cast("string"), F.lit(" h")))
                                 .otherwise(F.lit("")))))
+
+
+def _iso(epoch_ms: Column) -> Column:
+    """Epoch milliseconds as an ISO-8601 UTC instant, as the reports spell times."""
+    return F.date_format(F.timestamp_millis(epoch_ms), "yyyy-MM-dd'T'HH:mm:ss'Z'")
 
 
 def _run_cutoffs(spark: SparkSession, storage: Storage, replay: Replay, runs: list[VacuumedTable],
