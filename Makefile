@@ -19,7 +19,7 @@ PY := $(VENV)/bin/python
 JARS_MARKERS ?= delta_jars or s3a or jars_too
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-jars test-lowest lint bench bench-delta package clean
+.PHONY: demo test test-jars test-lowest lint durations bench bench-delta package clean
 
 $(STAMP): pyproject.toml $(PIP_CONSTRAINTS)
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -44,6 +44,14 @@ test-lowest:
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+
+# tests/DURATIONS.md from the profiles a CI run recorded (.ci/run prints where: PROFILES='/tmp/tmp.*/*.jsonl'),
+# or from a `make test` run here when none is named; BALANCE=1 also rewrites .ci/lines.txt's balanced part.
+PROFILES ?=
+durations: $(STAMP)
+	$(if $(PROFILES),,rm -f .durations.jsonl && LAKE_TEST_PROFILE=$(CURDIR)/.durations.jsonl $(MAKE) test)
+	$(PY) -m tests.durations $(or $(PROFILES),.durations.jsonl) > tests/DURATIONS.md
+	$(if $(BALANCE),$(PY) -m tests.durations --balance $(or $(PROFILES),.durations.jsonl))
 
 bench: $(STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)

@@ -12,6 +12,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # The JVM side of the jars run (make test-jars): the --jars list python -m infra.jvm_jars printed, or
 # empty when it could not fetch them; unset in the jars-free run.
 JARS = os.environ.get("LAKE_TEST_JARS")
+# The CI line this run is (tests.ci_lines): unset outside CI's runs, where every test runs.
+LINE = os.environ.get("LAKE_TEST_LINE")
 # The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else ''}--driver-memory 2g pyspark-shell")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
@@ -29,13 +31,24 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+def pytest_configure(config):
+    """With ``LAKE_TEST_PROFILE`` set, each test's time and its causes go to that file (tests.durations)."""
+    if os.environ.get("LAKE_TEST_PROFILE"):
+        from tests.durations import Recorder
+
+        config.pluginmanager.register(Recorder(os.environ["LAKE_TEST_PROFILE"], LINE, bool(JARS)), "lake-profile")
+
+
 # What each marker of the jars run needs on the classpath, by the jar's name.
 _NEEDS = {"delta_jars": ("delta-spark", "Delta's Spark jars"), "s3a": ("hadoop-aws", "hadoop-aws (Spark's S3 connector)")}
 
 
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(tryfirst=True)  # before -m and --deselect: the line check sees the whole collection
+def pytest_collection_modifyitems(config, items):
     """``s3`` follows from the fixture a test uses, so the marker cannot drift. A test that needs jars
-    this run's classpath lacks is skipped saying why; in CI a jars run whose fetch failed is an error."""
+    this run's classpath lacks is skipped saying why; in CI a jars run whose fetch failed is an error.
+    In CI (``LAKE_TEST_LINE``) the tests ``.ci/lines.txt`` gives to other lines are deselected, once the
+    whole collection is proven to leave no test on no line (tests.ci_lines)."""
     if JARS == "" and os.environ.get("CI") and any(item.get_closest_marker(m) for item in items for m in _NEEDS):
         raise pytest.UsageError("the jars run has no jars: python -m infra.jvm_jars failed (its line is above)")
     for item in items:
@@ -47,6 +60,25 @@ def pytest_collection_modifyitems(items):
                        "python -m infra.jvm_jars failed (above)" if not JARS else
                        "python -m infra.jvm_jars knows no release for this PySpark line")
                 item.add_marker(pytest.mark.skip(reason=f"{what} not on the classpath: {why}"))
+    if LINE:
+        _select_line(config, items)
+
+
+def _select_line(config, items) -> None:
+    from tests import ci_lines
+
+    if LINE not in ci_lines.LINES:
+        raise pytest.UsageError(f"LAKE_TEST_LINE={LINE!r}: expected one of {ci_lines.LINES}")
+    entries = ci_lines.read()
+    markers = {item.nodeid: {m.name for m in item.iter_markers()} for item in items}
+    whole = all(Path(config.rootpath, arg).resolve() == Path(config.rootpath, "tests") for arg in config.args)
+    found = ci_lines.problems(markers, entries, whole)
+    if found:
+        raise pytest.UsageError(f"{ci_lines.FILE} drops tests:\n  " + "\n  ".join(found))
+    kept = [item for item in items if LINE in ci_lines.lines_of(item.nodeid, markers[item.nodeid], entries)]
+    names = {item.nodeid for item in kept}
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in names])
+    items[:] = kept
 
 
 @pytest.fixture(scope="session")

@@ -47,6 +47,9 @@ _CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalReq
              b"</Message></Error>")
 
 
+SERVERS: set[int] = set()  # the process ids of the moto servers running (tests.durations reads their CPU time)
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
     """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own; its URL.
@@ -69,8 +72,10 @@ def moto_server() -> Iterator[str]:
                 time.sleep(0.1)
             else:
                 raise RuntimeError("moto's server did not start within 30 s")
+            SERVERS.add(server.pid)
             yield endpoint
         finally:
+            SERVERS.discard(server.pid)
             server.terminate()
             server.wait(timeout=30)
 

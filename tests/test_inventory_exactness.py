@@ -360,6 +360,7 @@ ORC_BLIND_HOUR = InventoryObject("tz/blind.parquet", 1, int(datetime(2026, 3, 8,
 
 
 @pytest.mark.slow
+@pytest.mark.every_line  # the readers of each Spark line
 @pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/New_York"])
 def test_every_format_reads_the_same_utc_instants_whatever_the_jvm_zone(tmp_path, zone):
     import os

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from lakeio import jvm_archive
 
 # A workload: a session, one job, then the JVM's exit (which writes the archive). With "kill", the
@@ -34,6 +36,7 @@ print("submit args after:", os.environ["PYSPARK_SUBMIT_ARGS"])
 """
 
 
+@pytest.mark.slow  # two JVMs' workloads, and the archive they write
 def test_only_a_cleanly_exited_jvm_writes_the_archive_and_every_launch_then_uses_it(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 1g pyspark-shell")

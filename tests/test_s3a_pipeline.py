@@ -7,8 +7,9 @@ the inventory and audit tables live in a bucket; the vacuum deletes with ``Delet
 versioned bucket, restore takes its delete markers away, purge erases the hidden versions; the
 chargeback and the erasure evidence read the same tables. Credentials come from the environment
 (``AWS_ACCESS_KEY_ID``, set before Spark starts), the endpoint from Spark's ``fs.s3a.endpoint`` for
-Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. Each job also runs on its own, from its
-command line in a process of its own, set up the same way through ``PYSPARK_SUBMIT_ARGS``.
+Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. Each command (``vacuum_jobs``,
+``lake_reports``) also runs from its command line in a process of its own, set up the same way through
+``PYSPARK_SUBMIT_ARGS``; the chargeback's command line runs in this process.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from deltalake import DeltaTable, write_deltalake
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
+from lake_reports.cli import main as reports_main
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
 from tests.conftest import JARS
@@ -167,6 +169,7 @@ def test_the_daily_cycle_on_the_s3_api(spark, s3, s3_endpoint, tmp_path):
     assert [a.status for a in evidence.answers] == ["erased"], evidence.answers
 
 
+@pytest.mark.every_line  # each line's S3 connector
 def test_job_1_reads_each_report_format_through_s3a_and_refuses_a_damaged_delivery_by_name(spark, s3, tmp_path):
     lake, housekeeping, _ = _lake(spark, s3)
     objects = _objects(s3, lake, aged_days=1)
@@ -191,6 +194,7 @@ def test_job_1_reads_each_report_format_through_s3a_and_refuses_a_damaged_delive
     assert per_config == {f"daily-{fmt.lower()}": expected for fmt in manifests}  # each format reads the same rows
 
 
+@pytest.mark.every_line  # each line's S3 connector
 def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(spark, s3, s3_endpoint, tmp_path):
     """The next day's all-versions inventory lists the delete markers the first run added and the
     versions they hide: none is a candidate again, and the hidden bytes are the table's noncurrent ones."""
@@ -269,8 +273,8 @@ def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_o
     later = _deliver(s3, tmp_path / "d2", lake, housekeeping, _objects(s3, lake, aged_days=0), now)
     assert not IngestInventory(spark, inventory, {}).execute([later]).refused
 
-    _job(s3_endpoint, "lake_reports", "chargeback", "--inventory-table", inventory, "--out", str(tmp_path / "charges"),
-         cwd=tmp_path)
+    # The chargeback's command line in this process; the erasure's in one of its own (as on a cluster).
+    assert reports_main(["chargeback", "--inventory-table", inventory, "--out", str(tmp_path / "charges")]) == 0
     evidence = f"s3a://{housekeeping}/reports/erasure.json"
     _job(s3_endpoint, "lake_reports", "erasure", "--audit-table", audit, "--inventory-table", inventory, "--path",
          f"s3://{lake}/warehouse/orders/stale-orphan.parquet", "--report", evidence, cwd=tmp_path, status=1)
@@ -291,6 +295,7 @@ def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_o
     assert worst["over_deadline"] and "not bounded" in worst["problem"], worst
 
 
+@pytest.mark.every_line  # each line's S3 connector
 def test_a_log_file_cleaned_up_while_the_run_plans_refuses_its_table_alone_on_the_s3_api(spark, s3, tmp_path):
     """test_vacuum_safety's case over the S3 API: a writer commits, checkpoints and removes its old log
     files between the run's summary read and its plan. What S3A raises for the vanished file is told

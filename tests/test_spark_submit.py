@@ -90,6 +90,7 @@ def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
     assert (master, partitions, adaptive) == ("local[1]", "7", "false")
 
 
+@pytest.mark.slow  # a job's process each
 @pytest.mark.parametrize("launch_args, expected", [
     ("", "local[3]"),  # pyspark's launcher sets local[*] of its own: $SPARK_MASTER, as --help says, wins over it
     ("--master local[2] pyspark-shell", "local[2]"),  # a master named at launch comes first

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from lakeio.steps import Steps
@@ -28,6 +29,7 @@ def test_a_step_lasts_until_the_next_begins_and_a_repeated_one_adds_up(spark, ca
                                                         "reading", "planning"]
 
 
+@pytest.mark.slow  # a whole vacuum run
 def test_a_vacuum_reports_its_steps_in_order(spark, tmp_path):
     write_deltalake(str(tmp_path / "lake" / "t"), pa.table({"id": [1, 2]}))
     report = vacuum(spark, inventory_of(spark, tmp_path / "lake", tmp_path), [tmp_path / "lake" / "t"])

@@ -1,0 +1,79 @@
+"""CI's lines: the file that places slow tests, the check that no test is left on no line, and the balance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import ci_lines, durations
+from tests.ci_lines import Entry
+
+PLAIN, DELTA, TOO = set(), {"delta_jars", "slow"}, {"jars_too", "slow"}
+
+
+def test_the_file_parses_and_names_only_lines_ci_runs():
+    entries = ci_lines.read()
+    assert entries and all(e.lines <= set(ci_lines.LINES) for e in entries)
+
+
+def test_a_malformed_entry_is_named_by_its_line(tmp_path):
+    placed = tmp_path / "lines.txt"
+    placed.write_text("# a comment\nnewest tests/test_a.py\nsaturn tests/test_b.py\n")
+    with pytest.raises(ValueError, match=r"lines.txt:3: .*'saturn tests/test_b.py'"):
+        ci_lines.read(placed)
+
+
+def test_the_first_entry_that_matches_decides_within_the_lines_able_to_run_the_test():
+    entries = [Entry("tests/t.py::a[x]", frozenset({"lowest"})), Entry("tests/t.py", frozenset({"newest", "spark42"}))]
+    assert ci_lines.lines_of("tests/t.py::a[x]", PLAIN, entries) == {"lowest"}
+    assert ci_lines.lines_of("tests/t.py::b", PLAIN, entries) == {"newest"}  # spark42 runs no jars-free test
+    assert ci_lines.lines_of("tests/t.py::b", DELTA, entries) == {"spark42"}
+    assert ci_lines.lines_of("tests/u.py::c", TOO, entries) == set(ci_lines.LINES)
+    assert ci_lines.lines_of("tests/u.py::c", DELTA, entries) == {"lowest", "spark42"}
+
+
+def test_an_entry_that_drops_a_test_or_names_none_is_found():
+    tests = {"tests/t.py::plain": PLAIN, "tests/t.py::delta": DELTA, "tests/t.py::both": TOO}
+    entries = [Entry("tests/t.py::delta", frozenset({"newest"})), Entry("tests/t.py::plain", frozenset({"spark42"})),
+               Entry("tests/t.py::gone", frozenset({"lowest"})), Entry("tests/t.py::both", frozenset({"spark42"}))]
+    found = ci_lines.problems(tests, entries)
+    assert any(p.startswith("tests/t.py::delta runs on no line") for p in found), found
+    assert any(p.startswith("tests/t.py::plain runs on no line") for p in found), found
+    assert any("'tests/t.py::gone' (lowest) names no test" in p for p in found), found
+    assert len(found) == 3, found  # a jars_too test on spark42 still runs, with Delta's jars
+    assert len(ci_lines.problems(tests, entries, whole=False)) == 2  # a run of some tests: entries may name others
+
+
+def _row(test: str, line: str, seconds: float, markers=("slow",), jars=False, **causes) -> dict:
+    return {"test": test, "line": line, "jars": jars, "outcome": "passed", "markers": list(markers), "setup": 0.0,
+            "call": seconds, "teardown": 0.0, **{c: causes.get(c, 0.0) for c in durations.CAUSES}}
+
+
+def test_the_balance_puts_each_movable_test_on_one_line_and_evens_the_chains():
+    rows = [_row("t::fixed_lowest", "lowest", 100), _row("t::big", "newest", 60), _row("t::big", "lowest", 70),
+            _row("t::mid", "newest", 40), _row("t::mid", "lowest", 40), _row("t::quick", "newest", 1, markers=()),
+            _row("t::zone", "newest", 30, markers=("slow", "every_line")), _row("t::zone", "lowest", 30,
+                                                                                   markers=("slow", "every_line")),
+            _row("t::delta", "lowest", 20, markers=("slow", "delta_jars")),
+            _row("t::delta", "spark42", 20, markers=("slow", "delta_jars")),
+            _row("t::too", "newest", 5, markers=("slow", "jars_too")), _row("t::too", "spark42", 5, markers=("slow", "jars_too")),
+            _row("t::too", "lowest", 6, markers=("slow", "jars_too"))]
+    entries, chains = durations.balance(rows, [Entry("t::fixed_lowest", frozenset({"lowest"}))])
+    placed = {e.prefix: e.lines for e in entries}
+    assert set(placed) == {"t::big", "t::mid", "t::delta", "t::too"}  # fixed, quick and every_line ones stay put
+    assert all(len(lines) == 1 for t, lines in placed.items() if t != "t::too")
+    assert placed["t::too"] in ({"lowest"}, {"newest", "spark42"})  # both ways: jars-free, then with Delta
+    assert placed["t::big"] == {"newest"}  # the lowest chain holds the fixed 100 s
+    assert placed["t::delta"] <= {"lowest", "spark42"}
+    assert sum(chains.values()) == pytest.approx(100 + 60 + 40 + 1 + 60 + 20 + sum(
+        {"lowest": 6, "newest": 5, "spark42": 5}[line] for line in placed["t::too"]))
+
+
+def test_the_report_ranks_the_causes_it_measured(tmp_path):
+    profile = tmp_path / "profile.jsonl"
+    profile.write_text("\n".join(json.dumps(r) for r in (
+        _row("tests/a.py::t", "newest", 50, processes=40), _row("tests/b.py::u", "lowest", 10, jars=True))) + "\n")
+    text = durations.report(list(durations.records([str(profile)])))
+    assert "| newest | 1 | 50 | 40 |" in text and "| lowest jars | 1 | 10 |" in text
+    assert "| 50 | newest | `tests/a.py::t` | processes 40 |" in text
