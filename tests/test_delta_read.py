@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from lakeio.delta_read import read_delta
@@ -12,6 +13,7 @@ from lakeio.delta_read import read_delta
 DAYS = [date(2026, 11, 1) + timedelta(days=i) for i in range(4)]
 
 
+@pytest.mark.slow  # four days of inventory written, then read back by partition
 def test_only_the_partitions_asked_for_are_read(spark, tmp_path):
     table = tmp_path / "inventory"
     write_deltalake(str(table), pa.table({
