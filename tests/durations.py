@@ -48,6 +48,7 @@ class Recorder:
         self.spent: dict[str, float] = defaultdict(float)
         self.phases: dict[str, float] = {}
         self.markers: dict[str, list[str]] = {}
+        self.outcome = "passed"
         self._server_cpu = 0.0
         self._depth = 0
         self._patch()
@@ -95,16 +96,19 @@ class Recorder:
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         self.spent.clear()
         self.phases = {}
+        self.outcome = "passed"
         self._server_cpu = self._moto_cpu()
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report) -> None:
         self.phases[report.when] = report.duration
+        if report.outcome != "passed" or report.when == "call":  # a phase that failed or skipped says how it went
+            self.outcome = self.outcome if self.outcome == "failed" else report.outcome
         if report.when != "teardown":
             return
         self.spent["s3_server"] = max(0.0, self._moto_cpu() - self._server_cpu)
         self.spent["setup"] = self.phases.get("setup", 0.0)
-        record = {"test": report.nodeid, "line": self.line, "jars": self.jars, "outcome": report.outcome,
+        record = {"test": report.nodeid, "line": self.line, "jars": self.jars, "outcome": self.outcome,
                   "markers": self.markers.pop(report.nodeid, []), **{p: self.phases.get(p, 0.0) for p in PHASES},
                   **{c: round(self.spent.get(c, 0.0), 3) for c in CAUSES}}
         with open(self.path, "a") as out:

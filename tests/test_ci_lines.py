@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +14,7 @@ from tests import ci_lines, durations
 from tests.ci_lines import Entry
 
 PLAIN, DELTA, TOO = set(), {"delta_jars", "slow"}, {"jars_too", "slow"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_file_parses_and_names_only_lines_ci_runs():
@@ -77,3 +82,18 @@ def test_the_report_ranks_the_causes_it_measured(tmp_path):
     text = durations.report(list(durations.records([str(profile)])))
     assert "| newest | 1 | 50 | 40 |" in text and "| lowest jars | 1 | 10 |" in text
     assert "| 50 | newest | `tests/a.py::t` | processes 40 |" in text
+
+
+@pytest.mark.slow  # two collections of the whole suite, each in a process of its own
+def test_every_test_id_is_the_same_in_every_collection():
+    """The file, --deselect and the balance name tests by id: a parameter drawn at random (a fresh uuid in
+    an id) would leave its test on every line whatever the file says, and a balanced entry naming it stale."""
+    def collected() -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                              cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "LAKE_TEST_LINE"},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return [line for line in done.stdout.splitlines() if "::" in line]
+
+    first, second = collected(), collected()
+    assert first and first == second, sorted(set(first) ^ set(second))[:10]
