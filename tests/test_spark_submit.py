@@ -137,6 +137,7 @@ def _cluster(tmp_path: Path, workers: list[dict[str, str]]):
     other process on the machine can take a port between our choosing it and Spark binding it."""
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),  # the JVM settings of the suite's processes
            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
     work_dir = tmp_path / "worker"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
