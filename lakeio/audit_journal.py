@@ -62,8 +62,7 @@ def prove_writable(spark: SparkSession, audit_table: str) -> None:
         if not storage.list(journal):
             storage.delete(journal, recursive=True)
     except Exception as exc:
-        raise AuditUnwritable(f"audit table {audit_table} cannot be written: {first_line(exc)}; "
-                              "nothing was deleted") from None
+        raise AuditUnwritable(f"audit table {audit_table} cannot be written: {first_line(exc)}") from None
 
 
 def keep(spark: SparkSession, audit_table: str, run_id: str, rows: DataFrame, why: str) -> AuditNotRecorded:

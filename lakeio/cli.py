@@ -107,10 +107,14 @@ class RunResult(Protocol):
     def to_json(self) -> str: ...
 
 
-def report_out(spark: SparkSession, report: RunResult, path: str | None) -> int:
-    """Print a run's summary and write its JSON report where asked; the exit status: 0 when it is ok,
-    else 1 (also when the report cannot be written: the summary is out by then)."""
-    print(report.summary())
+def report_out(spark: SparkSession, report: RunResult, path: str | None, *, refused: bool = False) -> int:
+    """Print a run's summary (a ``refused`` run's, which says why, as its error line) and write its JSON report
+    where asked; the exit status: 0 when it is ok, else 1 (also when the report cannot be written: the
+    summary is out by then)."""
+    if refused:
+        print(f"error: {report.summary()}", file=sys.stderr)
+    else:
+        print(report.summary())
     if path:
         try:
             write_text(spark, path, report.to_json() + "\n")

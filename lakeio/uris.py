@@ -59,6 +59,15 @@ def canonical(uri: str) -> str:
     return f"{scheme}:{rest}"
 
 
+def canonical_glob(pattern: str) -> str:
+    """A glob over table roots, in the form the roots are in: a pattern that names a store (``s3a://lake/*``,
+    ``file:/data/*``) or a local path (``/data/*``) gets :func:`canonical`'s spelling, so that it matches
+    the same tables whichever alias it uses; one that names neither (``*/db/*``) is taken as written."""
+    if pattern.startswith("/") or scheme_of(pattern) is not None:
+        return canonical(pattern)
+    return pattern
+
+
 # A table root in :func:`canonical` form: the one key every step of a run compares and
 # indexes tables by. Made once, by :func:`table_root`, where a table enters the run.
 TableRoot = NewType("TableRoot", str)

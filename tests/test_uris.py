@@ -68,3 +68,29 @@ def test_spark_canonical_agrees_with_python_on_any_spelling(spark, spellings):
     found = [r[0] for r in frame.select(uris.canonical_col(frame["uri"])).collect()]
     wrong = [(s, got, uris.canonical(s)) for s, got in zip(spellings, found) if got != uris.canonical(s)]
     assert not wrong, f"(spelling, Spark's, Python's): {wrong[:5]}"
+
+
+_ROOTS = [uris.table_root(r) for r in ("s3://lake/warehouse/a", "s3://lake/warehouse/b/c", "s3://lake/other/d",
+                                       "s3://other/warehouse/e", "file:///data/warehouse/f", "file:///data/g")]
+
+
+# A store or local folder spelled every way a user may: s3's aliases in any case, file: with one or three
+# slashes or a plain path; the folder closed by a slash or not.
+@settings(deadline=None)
+@given(st.sampled_from([("s3://lake/warehouse", "s3"), ("file:///data/warehouse", "file"), ("s3://lake", "s3")]),
+       st.sampled_from(["s3", "S3", "s3a", "S3A", "s3n"]), st.sampled_from(["file:", "file://", "FILE:", ""]),
+       st.integers(0, 1), st.booleans())
+def test_a_glob_chooses_the_same_tables_whichever_way_it_spells_their_store(folder, alias, local, trailing, exclude):
+    """``--include``/``--exclude`` compare canonical forms, as ``--table`` does (the README's Kubernetes example
+    spells ``s3a://``); a glob naming neither a store nor a path is taken as written."""
+    from vacuum_jobs.targets import Discover
+
+    canonical, kind = folder
+    rest = canonical.split(":", 1)[1]
+    spelled = f"{alias}:{rest}" if kind == "s3" else local + "/" + rest.lstrip("/")
+    glob = spelled + "/" * trailing + "*"
+    under = {r for r in _ROOTS if r.startswith(canonical + "/")}
+    chosen = {t.uri for t in (Discover(exclude=(glob,)) if exclude else Discover(include=(glob,))).targets(_ROOTS)}
+    assert chosen == (set(_ROOTS) - under if exclude else under), glob
+    assert {t.uri for t in Discover(include=("*/warehouse/*",)).targets(_ROOTS)} == {
+        r for r in _ROOTS if "/warehouse/" in r}

@@ -148,6 +148,47 @@ def test_an_audit_table_that_cannot_take_the_run_refuses_it_before_any_delete(sp
         restore(spark, str(other), "any")
 
 
+# Every way a whole run is refused before it deletes: (extra arguments, what the error names).
+_REFUSALS = {
+    "stale inventory": (["--max-inventory-age-hours", "1"], "h old"),
+    "no inventory": (["--inventory-table", "{tmp}/nowhere"], "nowhere"),
+    "audit under a file": (["--audit-table", "{tmp}/a-file/audit"], "a-file/audit cannot be written"),
+    "audit of another schema": (["--audit-table", "{tmp}/salaries"], "partitioned by []"),
+    "nothing matches": (["--discover", "--include", "*/nope/*"], "--include '*/nope/*' matches none"),
+}
+
+
+@pytest.mark.parametrize("refusal", list(_REFUSALS))
+def test_a_refused_run_says_refused_nothing_deleted_and_why_once(spark, tmp_path, capsys, refusal):
+    """Not "deletions performed, inventory None" and a table refused with the run's reason: one error line
+    leads with the refusal and its cause, which is said once; the JSON report carries it as ``refused``."""
+    table = tmp_path / "lake" / "t"
+    write_deltalake(str(table), pa.table({"id": [1]}))
+    write_deltalake(str(table), pa.table({"id": [2]}), mode="overwrite")
+    files = sorted(table.rglob("*.parquet"))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path, when=datetime.now(timezone.utc) - timedelta(hours=3))
+    (tmp_path / "a-file").write_text("x")
+    write_deltalake(str(tmp_path / "salaries"), pa.table({"name": ["a"], "salary": [1]}))
+    extra, cause = _REFUSALS[refusal]
+    extra = [a.format(tmp=tmp_path) for a in extra]
+    named = [] if "--discover" in extra else ["--table", str(table)]
+    argv = ["--inventory-table", inventory, *named, "--retain-hours", "0", "--force-retention", "--apply",
+            "--report", str(tmp_path / "report.json"), "--master", "local[2]"]
+    capsys.readouterr()  # only what the run prints
+
+    status = main([*argv, *extra])
+
+    out, err = capsys.readouterr()
+    assert status == 1 and sorted(table.rglob("*.parquet")) == files
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: vacuum run ") and "refused, nothing deleted: " in errors[0]
+    assert cause in errors[0] and (out + err).count(cause) == 1, (out, err)
+    assert "deletions performed" not in out + err and "None" not in out + err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert cause in report["refused"] and all(t["status"] == "refused" for t in report["tables"])
+    assert_matches_schema(report, "vacuum-report")
+
+
 def test_inventory_that_does_not_cover_a_table_refuses_it(spark, tmp_path):
     covered, uncovered = tmp_path / "lake" / "covered", tmp_path / "elsewhere" / "uncovered"
     for table in (covered, uncovered):

@@ -56,7 +56,7 @@ from vacuum_jobs.history import (
 from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
-from vacuum_jobs.report import NOT_RECORDED, RunReport, RunTables, TableReport, write_audit
+from vacuum_jobs.report import NOT_READ, NOT_RECORDED, RunReport, RunTables, TableReport, write_audit
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
@@ -222,6 +222,7 @@ class BatchVacuum:
 
     def _refused(self, run: RunReport, reason: str) -> RunRefused:
         """The whole run refused, its report timed so far."""
+        run.refused = reason
         run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
         return RunRefused(reason, run)
 
@@ -255,7 +256,7 @@ class BatchVacuum:
                 self._ready_audit(run, explicit or [])
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
-            run.tables = [TableReport(t.uri, TableStatus.REFUSED, str(refusal), name=t.name)
+            run.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name)
                           for t in explicit or []] + not_run
             raise self._refused(run, str(refusal)) from None
         run.inventory_date = inventory.day.isoformat()
@@ -671,8 +672,9 @@ def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> Tab
 
 
 class RunRefused(HousekeepingError):
-    """The whole run was refused (no usable inventory); ``report`` says so per table."""
+    """The whole run was refused before it deleted anything (no usable inventory or audit, no table
+    to vacuum); ``report.refused`` holds why, and its tables are those it never read."""
 
     def __init__(self, message: str, report: RunReport):
-        super().__init__(message)
+        super().__init__(f"run refused, nothing deleted: {message}")
         self.report = report

@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(a local path or a URI)")
     which.add_argument("--discover", action="store_true",
                        help="every Delta table root found in the inventory (keys with a _delta_log/ segment)")
-    parser.add_argument("--include", action="append", metavar="GLOB", help="with --discover: keep roots matching")
+    parser.add_argument("--include", action="append", metavar="GLOB", help="with --discover: keep roots matching (s3://, s3a:// and s3n:// "
+                        "name one store, as do file:/x and /x)")
     parser.add_argument("--exclude", action="append", metavar="GLOB", help="with --discover: drop roots matching")
     parser.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD",
                         help="inventory date to use (default: the newest)")
@@ -241,12 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     if why := check_report_destination(spark, args.report):
         print(f"error: {why}; nothing was deleted", file=sys.stderr)
         return 1
-    refused = False
     try:
         report = BatchVacuum(spark, options).execute(tables)
-    except RunRefused as refusal:
-        print(f"error: run refused: {refusal}", file=sys.stderr)
-        report, refused = refusal.report, True
-    status = report_out(spark, report, args.report)
-    return 1 if refused else status
+    except RunRefused as refusal:  # its summary is the error: why, once
+        report = refusal.report
+    return report_out(spark, report, args.report, refused=report.refused is not None)
 

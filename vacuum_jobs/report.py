@@ -57,6 +57,7 @@ class TableCounts:
 
 # How ``TableReport.history`` says a commit of the table's history is missing.
 NOT_RECORDED = "not recorded"
+NOT_READ = "not read: the run was refused"  # a table of a run refused before it read any (RunReport.refused)
 
 
 @dataclass
@@ -132,6 +133,8 @@ class RunReport:
     # What the audit table did not take (this run's rows, or earlier runs' kept ones), and where the
     # rows are kept (lakeio.audit_journal). Makes the run exit 1.
     audit_problems: list[str] = field(default_factory=list)
+    # Why the whole run was refused before it deleted anything (batch_vacuum.RunRefused); None when it ran.
+    refused: str | None = None
     elapsed_seconds: float = 0.0
     step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (batch_vacuum.STEP_*), in order
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
@@ -140,7 +143,7 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return not self.references_unknown and not self.audit_problems and not any(
+        return not self.refused and not self.references_unknown and not self.audit_problems and not any(
             t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
 
     def totals(self) -> dict[str, int]:
@@ -164,6 +167,8 @@ class RunReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def summary(self) -> str:
+        if self.refused:
+            return self._refused_summary()
         t = self.totals()
         mode = "DRY RUN: nothing deleted" if self.dry_run else "deletions performed"
         prefix = uris.common_folder([r.table for r in self.tables])
@@ -201,6 +206,17 @@ class RunReport:
             lines.append(f"undo: {t['restorable_files']:,} deleted file(s) kept by a delete marker or the trash "
                          f"(python -m vacuum_jobs restore --run-id {self.run_id} brings them back until a purge "
                          f"erases them); {final:,} delete(s) final (no versions kept, no --trash)")
+        return "\n".join(lines)
+
+
+    def _refused_summary(self) -> str:
+        """Why the run was refused, once; then the tables refused for a reason of their own (a name that
+        resolves to no table), and how many it never read."""
+        lines = [f"vacuum run {self.run_id} refused, nothing deleted: {self.refused}"]
+        lines += [f"  {r.status} {r.name or r.table}: {r.reason}" for r in self.tables if r.reason != NOT_READ]
+        unread = sum(1 for r in self.tables if r.reason == NOT_READ)
+        if unread:
+            lines.append(f"  {unread} table(s) named, none read")
         return "\n".join(lines)
 
 

@@ -305,7 +305,7 @@ class Undo:
         except TableNotFound:
             raise UndoError(f"{audit}: no audit table there") from None
         except (IncompatibleTable, AuditUnwritable) as exc:
-            raise UndoError(str(exc)) from None
+            raise UndoError(f"{exc}; nothing was deleted") from None
 
     def _append_kept_runs(self, audit: str) -> None:
         """Runs whose own append failed, appended before this one (lakeio.audit_journal)."""

@@ -51,16 +51,19 @@ class TableTarget:
 @dataclass(frozen=True)
 class Discover:
     """Every Delta table the inventory shows whose root matches an ``include`` glob (default:
-    all) and no ``exclude`` glob."""
+    all) and no ``exclude`` glob; globs naming a store match in canonical form (uris.canonical_glob:
+    ``s3a://lake/*`` and ``s3://lake/*`` choose the same tables)."""
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
     def targets(self, roots: list[uris.TableRoot]) -> list[TableTarget]:
+        include = [uris.canonical_glob(g) for g in self.include]
+        exclude = [uris.canonical_glob(g) for g in self.exclude]
         chosen = [
             root for root in roots
-            if (not self.include or any(fnmatch.fnmatchcase(root, g) for g in self.include))
-            and not any(fnmatch.fnmatchcase(root, g) for g in self.exclude)
+            if (not include or any(fnmatch.fnmatchcase(root, g) for g in include))
+            and not any(fnmatch.fnmatchcase(root, g) for g in exclude)
         ]
         return [TableTarget(root) for root in chosen]
 
