@@ -76,6 +76,7 @@ class ChargeCategory(StrEnum):
 
 CATEGORIES = tuple(ChargeCategory)
 UNKNOWN_CLASS = "UNKNOWN"  # the inventory has no storage class for the object
+NO_CLASS = "NONE"  # a delete marker's: S3 stores no bytes for it, in no storage class
 
 
 class ChargebackError(HousekeepingError):
@@ -383,7 +384,8 @@ class Chargeback:
         references = needed_elsewhere(replay, cutoffs, roots).frame
         split = classify(owned, files, hidden_patterns(policies), references).select(
             "bucket", "table_root", category.alias("charge_category"),
-            F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS)).alias("storage_class"), "length")
+            F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), F.lit(NO_CLASS))
+            .otherwise(F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS))).alias("storage_class"), "length")
         cells = []
         for row in split.groupBy("bucket", "table_root", "charge_category", "storage_class").agg(
             F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")

@@ -138,6 +138,9 @@ def test_chargeback_splits_every_byte_and_prices_it(spark, lake):
     assert inner.bytes_by_category == {"live": _size(lake["e"]), "log": _log_bytes(lake["inner"])}
     assert by["untracked"].bytes_by_category == {"untracked": 5000, "noncurrent": 400, "delete_marker": 0}
     assert by["untracked"].objects_by_category == {"untracked": 1, "noncurrent": 1, "delete_marker": 1}
+    # A delete marker has no storage class (not one the inventory failed to name): no "UNKNOWN 0 B".
+    assert [(c.storage_class, c.bytes) for c in result.cells if c.category == "delete_marker"] == [("NONE", 0)]
+    assert "UNKNOWN" not in {c.storage_class for c in result.cells}
     flags = by["flags"]
     on_disk = sum(p.stat().st_size for p in lake["flags"].rglob("*") if p.is_file())
     assert sum(flags.bytes_by_category.values()) == on_disk
