@@ -79,7 +79,7 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         Storage(spark).write_bytes(path, text.encode("utf-8"))
 
 
-def check_report_destination(spark: SparkSession, path: str | None) -> str | None:
+def check_report_destination(spark: SparkSession, path: str | None, flag: str = "--report") -> str | None:
     """Why a report cannot be written to ``path`` (a file written and removed beside it, the way the
     report will be written), None when it can: asked before a run changes anything."""
     if not path:
@@ -92,7 +92,7 @@ def check_report_destination(spark: SparkSession, path: str | None) -> str | Non
         else:
             Storage(spark).delete(probe)
     except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
-        return f"--report {path} cannot be written: {first_line(exc)}"
+        return f"{flag} {path} cannot be written: {first_line(exc)}"
     return None
 
 

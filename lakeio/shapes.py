@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -99,6 +99,17 @@ def of_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
     """The rows of ``frame`` whose ``table_root`` is one of ``roots``, by a broadcast semi-join:
     the same few gateway calls for 5 tables or 500, where an ``isin`` makes a call per root."""
     return frame.join(F.broadcast(_roots(frame, roots)), "table_root", "left_semi")
+
+
+def first_paths(frame: DataFrame, count: int) -> dict[str, list[str]]:
+    """The first ``count`` paths of each ``table_root`` of ``frame``, in path order: the samples a report
+    names (the audit, or a file the run writes, names every one)."""
+    first = Window.partitionBy("table_root").orderBy("path")
+    found: dict[str, list[str]] = {}
+    for row in (frame.select("table_root", "path").withColumn("_rank", F.row_number().over(first))
+                .where(F.col("_rank") <= count).orderBy("table_root", "path").collect()):
+        found.setdefault(row["table_root"], []).append(row["path"])
+    return found
 
 
 def without_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:

@@ -148,6 +148,40 @@ def test_an_audit_table_that_cannot_take_the_run_refuses_it_before_any_delete(sp
         restore(spark, str(other), "any")
 
 
+@pytest.mark.slow  # a whole CLI run each
+def test_a_dry_run_names_what_it_would_delete_bounded_on_the_console_whole_in_a_file(spark, tmp_path, capsys):
+    """As Delta's VACUUM ... DRY RUN and delta-rs's vacuum(dry_run=True) do: the summary names each table's first
+    candidates and how many more, the report the first 100, --list-candidates every one (what delta-rs's
+    own dry run lists, and the audit's would_delete rows); nothing is deleted."""
+    many, one = tmp_path / "lake" / "many", tmp_path / "lake" / "one"
+    for table, versions in ((many, 9), (one, 2)):
+        for i in range(versions):
+            write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
+    files = sorted((tmp_path / "lake").rglob("*.parquet"))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    listed, report_file, audit = tmp_path / "candidates.txt", tmp_path / "report.json", tmp_path / "audit"
+    capsys.readouterr()
+
+    status = main(["--inventory-table", inventory, "--table", str(many), "--table", str(one), "--retain-hours", "0",
+                   "--force-retention", "--dry-run", "--list-candidates", str(listed), "--report", str(report_file),
+                   "--audit-table", str(audit), "--master", "local[2]"])
+
+    out = capsys.readouterr().out
+    assert status == 0 and sorted((tmp_path / "lake").rglob("*.parquet")) == files
+    theirs = {t: sorted(f"file://{p}" for p in delta_rs_full_vacuum(t, 0)) for t in (many, one)}
+    assert len(theirs[many]) == 8 and len(theirs[one]) == 1
+    assert listed.read_text().splitlines() == theirs[many] + theirs[one]
+    report = json.loads(report_file.read_text())
+    assert_matches_schema(report, "vacuum-report")
+    assert {Path(t["table"]).name: t["would_delete"] for t in report["tables"]} == {
+        "many": theirs[many], "one": theirs[one]}
+    named = [line.split("would delete ", 1)[1] for line in out.splitlines() if "would delete " in line]
+    assert named == theirs[many][:5] + theirs[one], out
+    assert "… and 3 more" in out and out.count("more (the report names") == 1
+    rows = DeltaTable(str(audit)).to_pyarrow_table().to_pylist()
+    assert sorted(r["path"] for r in rows if r["action"] == "would_delete") == sorted(theirs[many] + theirs[one])
+
+
 # Every way a whole run is refused before it deletes: (extra arguments, what the error names).
 _REFUSALS = {
     "stale inventory": (["--max-inventory-age-hours", "1"], "h old"),
@@ -158,6 +192,7 @@ _REFUSALS = {
 }
 
 
+@pytest.mark.slow  # a whole CLI run each
 @pytest.mark.parametrize("refusal", list(_REFUSALS))
 def test_a_refused_run_says_refused_nothing_deleted_and_why_once(spark, tmp_path, capsys, refusal):
     """Not "deletions performed, inventory None" and a table refused with the run's reason: one error line

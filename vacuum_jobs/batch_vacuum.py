@@ -32,7 +32,7 @@ from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.deprecation import not_, renamed_keywords
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
-from lakeio.shapes import CANDIDATES, OUTCOMES, of_tables
+from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths, of_tables
 from lakeio.spark import check_workers, is_missing_file
 from lakeio.steps import Steps
 from lakeio.storage import Storage
@@ -62,6 +62,7 @@ from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, a
 log = logging.getLogger(__name__)
 
 ERROR_SAMPLE = 20
+WOULD_DELETE_SAMPLE = 100  # of a dry run's candidates, named per table in its report
 # The run's steps, as its report's step_seconds names them.
 STEP_INVENTORY = "the inventory's date"
 STEP_FINDING = "finding the Delta tables"
@@ -527,6 +528,9 @@ class BatchVacuum:
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(epoch_ms()).alias("at_ms"),
             *[F.lit(None).cast("string").alias(name) for name in ("version_id", "delete_marker_id", "trash_path")]))
+        if dry:  # what a dry run would delete, named (the outcomes, the audit and --list-candidates name all)
+            for root, paths in first_paths(outcomes, WOULD_DELETE_SAMPLE).items():
+                run_tables[root].would_delete = paths
         if not deleting:
             for root in dry:
                 run_tables[root].status = TableStatus.DRY_RUN

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
-from lakeio.audit import check_audit_table, record_kept
+from pyspark.sql import functions as F
+
+from lakeio.audit import AuditAction, check_audit_table, record_kept
 from lakeio.audit_journal import FOLDER
 from lakeio.catalog import CatalogError, resolve
 from lakeio.cli import (
@@ -25,6 +28,7 @@ from lakeio.cli import (
     read_text,
     report_out,
     setup_logging,
+    write_text,
 )
 from lakeio.deprecation import warn_old_flags
 from lakeio.spark import get_spark
@@ -33,6 +37,7 @@ from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
+from vacuum_jobs.report import RunReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 
 RECORD_COMMAND = "record"
@@ -77,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "restore and purge do (and as the Python API vacuum() does unless dry_run=False)")
     acting.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
+    parser.add_argument("--list-candidates", metavar="FILE",
+                        help="write every file the dry-run tables would delete here, one path per line (a local path "
+                             "or a URI); the summary names the first few per table, the report the first 100")
     parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
@@ -239,12 +247,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     except Exception as exc:  # an unreadable --tables-file, local or remote
         parser.error(f"{args.tables_file}: {first_line(exc)}")
-    if why := check_report_destination(spark, args.report):
+    if why := (check_report_destination(spark, args.report)
+               or check_report_destination(spark, args.list_candidates, "--list-candidates")):
         print(f"error: {why}; nothing was deleted", file=sys.stderr)
         return 1
     try:
         report = BatchVacuum(spark, options).execute(tables)
     except RunRefused as refusal:  # its summary is the error: why, once
         report = refusal.report
-    return report_out(spark, report, args.report, refused=report.refused is not None)
+    status = report_out(spark, report, args.report, refused=report.refused is not None)
+    if args.list_candidates and report.refused is None:
+        try:
+            write_text(spark, args.list_candidates, "".join(f"{path}\n" for path in _would_delete(report)))
+        except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
+            print(f"error: --list-candidates {args.list_candidates} cannot be written: {first_line(exc)}",
+                  file=sys.stderr)
+            return 1
+    return status
+
+
+def _would_delete(report: RunReport) -> Iterator[str]:
+    """Every path the run's dry-run tables would delete, by table and path, from the run's outcomes
+    (read again: a dry run keeps none of them in memory)."""
+    if report.outcomes is None:
+        return iter(())
+    rows = report.outcomes.where(F.col("action") == AuditAction.WOULD_DELETE.value).select("table_root", "path")
+    return (row["path"] for row in rows.orderBy("table_root", "path").toLocalIterator())
 

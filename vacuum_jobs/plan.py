@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
@@ -21,7 +21,7 @@ from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
-from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, local_frame, of_tables
+from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
 from lakeio.tasks import by_key, small_shuffles
 from lakeio.uris import TableRoot
 from vacuum_jobs.report import TableCounts
@@ -212,8 +212,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
 
 def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) -> None:
     """The first live files written before the inventory was taken that it does not list."""
-    missing = classified.where(F.col("log_old_live") & ~F.col("present")).select("table_root", "path")
-    first = Window.partitionBy("table_root").orderBy("path")
-    for row in missing.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MISSING_SAMPLE).collect():
-        if row["table_root"] in plans:
-            plans[row["table_root"]].missing.append(row["path"])
+    missing = classified.where(F.col("log_old_live") & ~F.col("present"))
+    for root, paths in first_paths(missing, MISSING_SAMPLE).items():
+        if root in plans:
+            plans[TableRoot(root)].missing += paths

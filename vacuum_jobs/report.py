@@ -73,6 +73,7 @@ class TableReport:
     counts: TableCounts = field(default_factory=TableCounts)
     missing: list[str] = field(default_factory=list)  # sample of live files absent from storage
     errors: list[str] = field(default_factory=list)  # sample of failed deletions
+    would_delete: list[str] = field(default_factory=list)  # a dry run's first candidates, in path order
     referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
     name: str | None = None  # the catalog name it was given by, shown in place of its location
     history: str | None = None  # its VACUUM START and END versions, or why they are missing; the rule that decided
@@ -83,6 +84,7 @@ class TableReport:
         return self.history is not None and NOT_RECORDED in self.history
 
 
+SUMMARY_PATHS = 5  # of a dry run's candidates, named per table on the console
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
 
 
@@ -189,6 +191,12 @@ class RunReport:
             )
             if r.reason:
                 lines.append(f"          reason: {r.reason}")
+            if r.status == TableStatus.DRY_RUN:
+                shown = r.would_delete[:SUMMARY_PATHS]
+                lines += [f"          would delete {path}" for path in shown]
+                if c.candidate_files > len(shown):
+                    lines.append(f"          … and {c.candidate_files - len(shown):,} more (the report names the first "
+                                 f"{len(r.would_delete):,}, --list-candidates FILE every one)")
             if r.history:  # its commits, or why there are none, and the rule that decided
                 lines.append(f"          history: {r.history}")
             for other, files in sorted(r.referenced_by.items()):
