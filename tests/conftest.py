@@ -17,10 +17,10 @@ LINE = os.environ.get("LAKE_TEST_LINE")
 # The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else ''}--driver-memory 2g pyspark-shell")
 # The JVMs the suite starts, unless SPARK_SUBMIT_OPTS is set already (spark-submit's launcher reads it, for
-# the session's driver and every process a test starts): Java's serial collector, which took a fifth less
-# CPU than G1 in a long session, and in the processes a test starts, which live a minute or two, only the
-# quick compiler, which took two fifths less (measured in #70's note; the cores are what CI waits on).
-# The session's own JVM keeps the optimizing compiler too: over minutes, C1 alone ran slower.
+# the session's driver and every process a test starts). CPU is what CI waits on: Java's serial collector
+# took a fifth less than G1 over five minutes of in-process tests (467 to 379 CPU seconds), and in the
+# processes a test starts, which live a minute or two, the quick compiler alone took two fifths less
+# (python -m demo: 113 to 65). The session's own JVM keeps the optimizing one: over minutes, C1 ran slower.
 SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC")
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
