@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date
 from typing import Protocol
 
@@ -77,6 +77,16 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
             out.write(text)
     else:
         Storage(spark).write_bytes(path, text.encode("utf-8"))
+
+
+def write_lines(spark: SparkSession, path: str, lines: Iterable[str]) -> None:
+    """One line per item to a local path, streamed (a list as long as the lake's); to any other URI in one
+    object, which S3 takes whole."""
+    if _is_local(path):
+        with open(uris.local_path(uris.to_uri(path)), "w") as out:
+            out.writelines(f"{line}\n" for line in lines)
+    else:
+        write_text(spark, path, "".join(f"{line}\n" for line in lines))
 
 
 def check_report_destination(spark: SparkSession, path: str | None, flag: str = "--report") -> str | None:

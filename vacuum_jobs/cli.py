@@ -28,7 +28,7 @@ from lakeio.cli import (
     read_text,
     report_out,
     setup_logging,
-    write_text,
+    write_lines,
 )
 from lakeio.deprecation import warn_old_flags
 from lakeio.spark import get_spark
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     status = report_out(spark, report, args.report, refused=report.refused is not None)
     if args.list_candidates and report.refused is None:
         try:
-            write_text(spark, args.list_candidates, "".join(f"{path}\n" for path in _would_delete(report)))
+            write_lines(spark, args.list_candidates, _would_delete(report))
         except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
             print(f"error: --list-candidates {args.list_candidates} cannot be written: {first_line(exc)}",
                   file=sys.stderr)
