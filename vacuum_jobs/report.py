@@ -216,12 +216,11 @@ class RunReport:
                          f"erases them); {final:,} delete(s) final (no versions kept, no --trash)")
         return "\n".join(lines)
 
-
     def _refused_summary(self) -> str:
         """Why the run was refused, once; then the tables refused for a reason of their own (a name that
         resolves to no table), and how many it never read."""
         lines = [f"vacuum run {self.run_id} refused, nothing deleted: {self.refused}"]
-        lines += [f"  {r.status} {r.name or r.table}: {r.reason}" for r in self.tables if r.reason != NOT_READ]
+        lines += [f"  {r.status} {r.name or r.table}: {r.reason}" for r in self.tables if r.reason not in (None, NOT_READ)]
         unread = sum(1 for r in self.tables if r.reason == NOT_READ)
         if unread:
             lines.append(f"  {unread} table(s) named, none read")
