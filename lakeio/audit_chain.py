@@ -298,9 +298,9 @@ def _checked(rows: DataFrame, rows_per_block: int) -> DataFrame:
     return problems.unionByName(summaries)
 
 
-def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_block: int) -> DataFrame:
+def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_block: int) -> list:
     """Every run's summary and every problem row, walked by the version its rows were chained with
-    (``versions``: rows per ``chain_version``)."""
+    (``versions``: rows per ``chain_version``); one row per run or problem, so they are collected."""
     spark = chained.sparkSession
     found = spark.createDataFrame([], _FINDINGS_DDL)
     if versions.get(None):
@@ -310,23 +310,30 @@ def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_bloc
                                                         _FINDINGS_DDL))
     if versions.get(CHAIN_VERSION):
         found = found.unionByName(_checked(chained.where(F.col("chain_version") == CHAIN_VERSION), rows_per_block))
-    return found.localCheckpoint(eager=True)
+    return found.collect()
 
 
 def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: int = ROWS_PER_BLOCK) -> ChainCheck:
     """Check every chained row of the audit table ``rows`` and the links between runs; ``expected_head``
     (a head an evidence document quoted) must still be a row of the chain. ``rows_per_block``: how many
     rows of a run one task checks (a test makes it small, to cross a block's edge every other row)."""
-    kinds = {(r["chained"], r["chain_version"]): r["rows"] for r in rows.groupBy(
-        F.col("row_hash").isNotNull().alias("chained"), "chain_version").agg(F.count(F.lit(1)).alias("rows")).collect()}
-    check = ChainCheck(unchained_rows=sum(n for (chained, _), n in kinds.items() if not chained))
-    chained = rows.where(F.col("row_hash").isNotNull())
-    versions = {version: n for (is_chained, version), n in kinds.items() if is_chained}
+    # One job counts the rows of each chain version, and each run without hashes (with its newest row):
+    # the walk reads only what was chained, and the check for stripped hashes runs only where one may be.
+    chained_flag = F.col("row_hash").isNotNull()
+    kinds = rows.groupBy(chained_flag.alias("chained"), "chain_version",
+                         F.when(~chained_flag, F.col("run_id")).alias("bare_run")).agg(
+        F.count(F.lit(1)).alias("rows"), F.max(F.unix_millis("timestamp")).alias("newest_ms")).collect()
+    check = ChainCheck(unchained_rows=sum(r["rows"] for r in kinds if not r["chained"]))
+    chained = rows.where(chained_flag)
+    versions: dict[int | None, int] = {}
+    for r in kinds:
+        if r["chained"]:
+            versions[r["chain_version"]] = versions.get(r["chain_version"], 0) + r["rows"]
     findings = _findings(chained, versions, rows_per_block)
-    runs = findings.where(F.col("problem").isNull()).collect()
+    runs = [r for r in findings if r["problem"] is None]
     check.runs, check.rows_verified = len(runs), sum(r["rows"] for r in runs)
     problems = [(r["at_ms"] or 0, r["run_id"], r["seq"], f"{_named(r)}: {r['problem']}")
-                for r in findings.where(F.col("problem").isNotNull()).collect()]
+                for r in findings if r["problem"] is not None]
     if set(versions) - {None, CHAIN_VERSION}:
         for r in (chained.where(~F.col("chain_version").isin(CHAIN_VERSION)).groupBy("run_id", "chain_version")
                   .agg(F.count(F.lit(1)).alias("n"), F.min(F.unix_millis("timestamp")).alias("at_ms")).collect()):
@@ -356,8 +363,9 @@ def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: in
                                                "table that had no run yet)" if prev == GENESIS else
                                                f"all follow run {ends[prev]['run_id'] if prev in ends else '?'} "
                                                "(appended at the same time)"))
-    if runs:  # a run written after the chain began, without hashes: they were stripped
-        began = min(r["at_ms"] for r in runs)
+    began = min((r["at_ms"] for r in runs), default=None)
+    if began is not None and any(not r["chained"] and (r["newest_ms"] or 0) > began for r in kinds):
+        # a run written after the chain began, without hashes: they were stripped
         for r in (rows.where(F.col("row_hash").isNull() & (F.unix_millis("timestamp") > began))
                   .groupBy("run_id").agg(F.count(F.lit(1)).alias("n"), F.min(F.unix_millis("timestamp")).alias("at_ms"))
                   .collect()):
