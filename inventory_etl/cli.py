@@ -16,10 +16,9 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, iso_date, one_line_errors, report_out, setup_logging
+from lakeio.cli import add_common_arguments, iso_date, one_line_errors, open_session, place, report_out
 from lakeio.deprecation import warn_old_flags
 from lakeio.inventory import PARTITION_COLUMNS, held_partitions
-from lakeio.spark import get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
@@ -33,14 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
                     f"Delta table partitioned by {', '.join(PARTITION_COLUMNS)}. Every URI may be a local path, "
                     "a file:// URI or any scheme the cluster can read (s3://, s3a://, ...).",
     )
-    parser.add_argument("--inventory-table", required=True, metavar="URI",
+    parser.add_argument("--inventory-table", required=True, metavar="TABLE", type=place("TABLE"),
                         help="the inventory Delta table to write (created on first run)")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--manifest", action="append", metavar="URI",
+    source.add_argument("--manifest", action="append", metavar="FILE", type=place("FILE"),
                         help="a delivery's manifest.json; repeat for several")
-    source.add_argument("--inventory-root", metavar="URI",
+    source.add_argument("--inventory-root", metavar="DIR", type=place("DIR"),
                         help="destination prefix laid out as S3 delivers: <root>/<bucket>/<config>/<date>/manifest.json")
-    source.add_argument("--migrate-from", metavar="URI",
+    source.add_argument("--migrate-from", metavar="TABLE", type=place("TABLE"),
                         help="instead of ingesting: copy an inventory table written by an earlier release "
                              "(partitioned by inventory_date, bucket) into --inventory-table in today's layout")
     parser.add_argument("--date", type=iso_date, metavar="YYYY-MM-DD",
@@ -54,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --inventory-root: only this source bucket; repeat for several")
     parser.add_argument("--config-id", action="append", metavar="C",
                         help="with --inventory-root: only this inventory configuration; repeat for several")
-    parser.add_argument("--path-root", action="append", default=[], metavar="BUCKET=URI",
+    parser.add_argument("--path-root", action="append", default=[], metavar="BUCKET=URI", type=place("BUCKET=URI"),
                         help="write path as URI/<key> instead of s3://BUCKET/<key> (mounts, s3a://, local copies)")
     parser.add_argument("--allow-older-delivery", action="store_true",
                         help="replace a partition even with an older delivery than the one it holds")
@@ -63,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-days", type=int, metavar="N",
                         help="keep the N newest inventory dates of each bucket and configuration (this run's included) "
                              "and drop their older partitions in the same commit (default: keep every date)")
-    parser.add_argument("--report", "--summary-json", metavar="FILE.json",
+    parser.add_argument("--report", "--summary-json", metavar="FILE.json", type=place("FILE.json"),
                         help="also write the run's JSON report here, a local path or a URI (--summary-json is its "
                              "old name, kept for one release)")
     add_common_arguments(parser)
@@ -89,14 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         path_roots[bucket] = root
 
     started = time.monotonic()
-    setup_logging(args.log_level)
-    spark = get_spark("inventory_etl", args.master)
+    spark = open_session("inventory_etl", parser, args)
     if args.migrate_from:
         return _migrate(spark, args.migrate_from, args.inventory_table)
     notes = []
     if args.inventory_root:
-        found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id,
-                         held_partitions(uris.to_uri(args.inventory_table)), args.lookback_days)
+        held = held_partitions(uris.to_uri(args.inventory_table))
+        try:
+            found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id,
+                             held, args.lookback_days)
+        except Exception as exc:  # noqa: BLE001 - the store's reason, naming the root
+            print(f"error: --inventory-root {args.inventory_root} cannot be listed: {first_line(exc)}", file=sys.stderr)
+            return 1
         manifests = found.manifests
         for (bucket, config), newest in sorted(found.stale.items()):
             notes.append(f"no delivery of {bucket}/{config} on {args.date}; its newest is {newest}")

@@ -366,11 +366,13 @@ class IngestInventory:
         return {(r["day"], r["bucket"], r["config_id"]): r["manifest_uri"] for r in _union(firsts).collect()}
 
     def _read(self, uri: str) -> bytes:
-        if not self.storage.exists(uri):
-            raise DeliveryError(uri, "file not found")
         try:
+            if not self.storage.exists(uri):
+                raise DeliveryError(uri, "file not found")
             return self.storage.read_bytes(uri)
-        except Exception as exc:  # py4j error from the store
+        except DeliveryError:
+            raise
+        except Exception as exc:  # py4j error from the store: a scheme, a bucket, a permission
             raise DeliveryError(uri, f"cannot read: {first_line(exc)}") from None
 
     def _verify_data_files(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:

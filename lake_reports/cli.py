@@ -20,9 +20,18 @@ from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureE
 from lake_reports.prices import PriceError, load_prices
 from lakeio.audit import verify_chain
 from lakeio.catalog import CatalogError, resolve
-from lakeio.cli import add_common_arguments, add_version_argument, as_flag, iso_date, one_line_errors, report_out, setup_logging
+from lakeio.cli import (
+    add_common_arguments,
+    add_version_argument,
+    as_flag,
+    iso_date,
+    make_folder,
+    one_line_errors,
+    open_session,
+    place,
+    report_out,
+)
 from lakeio.delta_read import TableNotFound
-from lakeio.spark import get_spark
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
                 "chargeback.html")
@@ -40,13 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
                                              "that contains it, split by live / time travel / reclaimable / "
                                              "log / other / noncurrent / delete markers and storage class, "
                                              "with monthly cost and growth.")
-    charge.add_argument("--inventory-table", required=True, metavar="URI", help="the inventory Delta table (job 1)")
+    charge.add_argument("--inventory-table", required=True, metavar="TABLE", type=place("TABLE"),
+                        help="the inventory Delta table (job 1)")
     charge.add_argument("--inventory-date", type=iso_date, metavar="YYYY-MM-DD", help="default: the newest")
-    charge.add_argument("--prices", metavar="FILE",
+    charge.add_argument("--prices", metavar="FILE", type=place("FILE"),
                         help="JSON or YAML {storage class: USD per GB-month}; overrides the built-in list prices")
     charge.add_argument("--trend-days", type=int, default=ChargebackOptions.trend_days, metavar="N",
                         help="trend over the inventory dates of the last N days (default: %(default)d)")
-    charge.add_argument("--out", required=True, metavar="DIR",
+    charge.add_argument("--out", required=True, metavar="DIR", type=place("DIR", local=True),
                         help="a local folder to write " + ", ".join(OUTPUT_FILES) + " to")
     add_common_arguments(charge)
 
@@ -54,25 +64,29 @@ def build_parser() -> argparse.ArgumentParser:
                                   description="Per table: worst-case time from a delete to physical erasure, "
                                               "and live files carrying deletion vectors. Per file asked: when "
                                               "a vacuum deleted it, by which run, or why not yet.")
-    erasure.add_argument("--audit-table", required=True, metavar="URI", help="vacuum_jobs' --audit-table")
-    erasure.add_argument("--inventory-table", metavar="URI", help="the inventory Delta table (not with --verify)")
+    erasure.add_argument("--audit-table", required=True, metavar="TABLE", type=place("TABLE"),
+                         help="vacuum_jobs' --audit-table")
+    erasure.add_argument("--inventory-table", metavar="TABLE", type=place("TABLE"),
+                         help="the inventory Delta table (not with --verify)")
     erasure.add_argument("--verify", action="store_true",
                          help="only check the audit table's hash chain: name the first row that does not match")
     erasure.add_argument("--head", metavar="SHA256",
                          help="with --verify: a chain head an evidence document quoted, which must still be there")
-    erasure.add_argument("--path", action="append", default=[], metavar="URI", help="a file to answer for; repeat")
-    erasure.add_argument("--commit", action="append", default=[], metavar="TABLE@VERSION",
+    erasure.add_argument("--path", action="append", default=[], metavar="URI", type=place("URI"),
+                         help="a file to answer for; repeat")
+    erasure.add_argument("--commit", action="append", default=[], metavar="TABLE@VERSION", type=place("TABLE@VERSION"),
                          help="every file the commit VERSION of TABLE removed (e.g. a DELETE of a person's rows)")
-    erasure.add_argument("--table", action="append", metavar="URI",
+    erasure.add_argument("--table", action="append", metavar="TABLE", type=place("TABLE"),
                          help="tables to report on (default: every table in the newest inventory or the audit)")
     erasure.add_argument("--deadline-days", type=float, default=ErasureOptions.deadline_days, metavar="D",
                          help="flag tables whose worst-case time to erasure exceeds this (default: %(default)g)")
-    erasure.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
+    erasure.add_argument("--report", metavar="FILE.json", type=place("FILE.json"),
+                         help="write the JSON report here (a local path or a URI)")
     erasure.add_argument("--request-id", action="append", default=[], metavar="REQ",
                          help="write the request's evidence document (JSON and HTML) to --out; repeat, one per "
                               "--commit, paired in order: the requests of one run share one read of the lake")
-    erasure.add_argument("--out", default=".", metavar="DIR",
-                         help="with --request-id: a local folder for erasure-REQ.json and .html (default: %(default)s)")
+    erasure.add_argument("--out", metavar="DIR", type=place("DIR", local=True),
+                         help="with --request-id: a local folder for erasure-REQ.json and .html (default: the current one)")
     add_common_arguments(erasure)
     return parser
 
@@ -93,14 +107,15 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
     except ValueError as exc:
         parser.error(as_flag(exc))
-    setup_logging(args.log_level)
-    spark = get_spark("lake_reports.chargeback", args.master)
+    spark = open_session("lake_reports.chargeback", parser, args)
     try:
         result = Chargeback(spark, options).execute()
     except (ChargebackError, CatalogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    os.makedirs(args.out, exist_ok=True)
+    if why := make_folder(args.out):
+        print(f"error: {why}", file=sys.stderr)
+        return 1
     paths = [os.path.join(args.out, name) for name in OUTPUT_FILES]
     result.write_json(paths[0])
     result.write_csv(*paths[1:4])
@@ -129,12 +144,13 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error(f"--commit takes TABLE@VERSION, got {item!r}")
         commits.append(CommitQuestion(table, int(version)))
     if args.request_id:
-        if len(commits) != len(args.request_id) or args.path or args.report:
+        if len(commits) != len(args.request_id) or args.path or args.report or args.table:
             parser.error("each --request-id documents the --commit in its place (as many of each; no --path, "
-                         "no --report: the documents go to --out)")
-        return request_documents(args, options, list(zip(args.request_id, commits)))
-    setup_logging(args.log_level)
-    spark = get_spark("lake_reports.erasure", args.master)
+                         "--table or --report: the documents go to --out)")
+        return request_documents(parser, args, options, list(zip(args.request_id, commits)))
+    if args.out:
+        parser.error("--out goes with --request-id (the folder its documents go to)")
+    spark = open_session("lake_reports.erasure", parser, args)
     try:
         report = ErasureEvidence(spark, options).execute(args.path, commits)
     except (ErasureError, CatalogError) as exc:
@@ -146,8 +162,7 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.path or args.commit or args.table or args.report:
         parser.error("--verify checks the audit table only: it takes no --path, --commit, --table or --report")
-    setup_logging(args.log_level)
-    spark = get_spark("lake_reports.erasure_verify", args.master)
+    spark = open_session("lake_reports.erasure_verify", parser, args)
     try:
         check = verify_chain(spark, resolve(spark, args.audit_table), args.head)
     except (TableNotFound, CatalogError) as exc:
@@ -157,18 +172,20 @@ def verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0 if check.ok else 1
 
 
-def request_documents(args: argparse.Namespace, options: ErasureOptions,
+def request_documents(parser: argparse.ArgumentParser, args: argparse.Namespace, options: ErasureOptions,
                       requests: list[tuple[str, CommitQuestion]]) -> int:
-    setup_logging(args.log_level)
-    spark = get_spark("lake_reports.erasure_request", args.master)
+    spark = open_session("lake_reports.erasure_request", parser, args)
     try:
         batch = ErasureRequest(spark, options).documents(requests)
     except (ErasureError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    os.makedirs(args.out, exist_ok=True)
+    folder = args.out or "."
+    if why := make_folder(folder):
+        print(f"error: {why}; no document was written", file=sys.stderr)
+        return 1
     for document in batch.documents:
-        base = os.path.join(args.out, document.file_name())
+        base = os.path.join(folder, document.file_name())
         with open(base + ".json", "w") as out:
             out.write(document.to_json() + "\n")
         with open(base + ".html", "w") as out:

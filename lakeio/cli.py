@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 from typing import Protocol
 
@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from lakeio import __version__, uris
 from lakeio.delta_write import DeltaStorageError
-from lakeio.spark import PROJECT_PACKAGES
+from lakeio.spark import PROJECT_PACKAGES, get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
@@ -58,6 +58,77 @@ def iso_date(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
 
 
+# What each metavar of a place option names (tests/test_cli_inputs.py gives every such option bad values).
+PLACE_METAVARS = {"TABLE": "table", "DIR": "folder", "FILE": "file", "FILE.json": "file", "URI": "any",
+                  "BUCKET=URI": "folder", "TABLE@VERSION": "table"}
+
+
+# Schemes whose stores the jobs reach with or without Hadoop (deltalake and boto3 read some); any other
+# scheme must have a Hadoop file system on this Spark, or the option naming it is refused before the run.
+KNOWN_STORES = ("file", "s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "hdfs")
+
+
+def place(metavar: str, *, local: bool = False) -> Callable[[str], str]:
+    """An argparse type for an option naming a place of the kind ``metavar`` says (:data:`PLACE_METAVARS`;
+    ``local``: on this machine's disk only): refused at once, before any Spark, when it is empty or, on the
+    local disk, is a file where a folder or table is meant or a folder where a file is. What only the
+    store can say (a bucket, a permission) the run says when it reaches it, in one line."""
+    kind = PLACE_METAVARS[metavar]
+
+    def checked(text: str) -> str:
+        value = place_of(metavar, text)
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"empty: expected a {metavar} (a local path or a URI)")
+        if local and not _is_local(value):
+            raise argparse.ArgumentTypeError(f"{value}: expected a folder on this machine's disk")
+        if kind != "any" and _is_local(value) and value.strip() == value:
+            on_disk = uris.local_path(uris.to_uri(value))
+            if kind in ("table", "folder") and os.path.isfile(on_disk):
+                raise argparse.ArgumentTypeError(f"{value} is a file: expected a "
+                                                 + ("table's folder" if kind == "table" else "folder"))
+            if kind == "file" and os.path.isdir(on_disk):
+                raise argparse.ArgumentTypeError(f"{value} is a folder: expected a file")
+        return text
+
+    checked.__name__ = metavar  # argparse names the type in its messages
+    return checked
+
+
+def place_of(metavar: str, text: str) -> str:
+    """The place in an option's value: ``URI`` of ``BUCKET=URI``, ``TABLE`` of ``TABLE@VERSION``."""
+    if metavar == "BUCKET=URI":
+        return text.partition("=")[2] if "=" in text else text
+    return text.rpartition("@")[0] or text if metavar == "TABLE@VERSION" else text
+
+
+def open_session(app: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> SparkSession:
+    """The run's logging and Spark session; an option naming a place whose scheme no file system on this
+    Spark serves is a usage error (exit status 2) here, before anything is read or written."""
+    setup_logging(args.log_level)
+    spark = get_spark(app, args.master)
+    storage = Storage(spark)
+    for action in _place_actions(parser):
+        values = getattr(args, action.dest, None)
+        for value in values if isinstance(values, list) else [values] if values else []:
+            scheme = uris.scheme_of(place_of(str(action.metavar), value))
+            if scheme is None or scheme in KNOWN_STORES:
+                continue
+            try:
+                storage.check_scheme(scheme)
+            except Exception as exc:  # noqa: BLE001 - the JVM's reason, in one line
+                parser.error(f"{action.option_strings[0]} {value}: {first_line(exc)}")
+    return spark
+
+
+def _place_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _place_actions(sub)
+        elif action.option_strings and action.metavar in PLACE_METAVARS:
+            yield action
+
+
 def _is_local(path: str) -> bool:
     return uris.scheme_of(path) in (None, "file")
 
@@ -89,12 +160,31 @@ def write_lines(spark: SparkSession, path: str, lines: Iterable[str]) -> None:
         write_text(spark, path, "".join(f"{line}\n" for line in lines))
 
 
+def make_folder(path: str, flag: str = "--out") -> str | None:
+    """Create the local folder ``path`` (with its parents); why it cannot be, or None."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        return f"{flag} {path} cannot be made: {exc.strerror or first_line(exc)}"
+    return None
+
+
 def check_report_destination(spark: SparkSession, path: str | None, flag: str = "--report") -> str | None:
     """Why a report cannot be written to ``path`` (a file written and removed beside it, the way the
     report will be written), None when it can: asked before a run changes anything."""
-    if not path:
+    return _probe(spark, path, flag, f"{path}.probe-{uuid.uuid4().hex[:8]}") if path else None
+
+
+def check_folder_writable(spark: SparkSession, folder: str | None, flag: str) -> str | None:
+    """Why nothing can be written into ``folder`` (a file written and removed in it), None when it can."""
+    if not folder:
         return None
-    probe = f"{path}.probe-{uuid.uuid4().hex[:8]}"
+    if _is_local(folder) and (why := make_folder(uris.local_path(uris.to_uri(folder)), flag)):
+        return why
+    return _probe(spark, folder, flag, uris.join(uris.to_uri(folder), f".probe-{uuid.uuid4().hex[:8]}"))
+
+
+def _probe(spark: SparkSession, place: str, flag: str, probe: str) -> str | None:
     try:
         write_text(spark, probe, "")
         if _is_local(probe):
@@ -102,7 +192,7 @@ def check_report_destination(spark: SparkSession, path: str | None, flag: str = 
         else:
             Storage(spark).delete(probe)
     except Exception as exc:  # noqa: BLE001 - whatever the store says, in one line
-        return f"{flag} {path} cannot be written: {first_line(exc)}"
+        return f"{flag} {place} cannot be written: {first_line(exc)}"
     return None
 
 
@@ -141,8 +231,9 @@ def as_flag(exc: ValueError, prefix: str = "--") -> str:
 
 
 def one_line_errors(main: Callable[..., int]) -> Callable[..., int]:
-    """An entry point whose store cannot be reached by deltalake says so in one line, exit status 1,
-    where a chain of nested causes would end the run (every other refusal is the job's own)."""
+    """An entry point that ends in one ``error:`` line, exit status 1, whatever it raises: a store
+    deltalake cannot reach says so, anything else is its first line with its root cause (the traceback is
+    logged at DEBUG, for a bug report). Usage errors stay argparse's (exit status 2)."""
 
     @functools.wraps(main)
     def guarded(*args, **kwargs) -> int:
@@ -150,6 +241,9 @@ def one_line_errors(main: Callable[..., int]) -> Callable[..., int]:
             return main(*args, **kwargs)
         except DeltaStorageError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+        except Exception as exc:  # noqa: BLE001 - no input may end in a traceback
+            logging.getLogger(main.__module__).debug("%s failed", main.__module__, exc_info=True)
+            print(f"error: {first_line(exc)} (--log-level DEBUG prints the traceback)", file=sys.stderr)
+        return 1
 
     return guarded

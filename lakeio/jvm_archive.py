@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyspark
@@ -42,18 +43,21 @@ def path() -> Path:
     return cache_dir() / f"spark-{pyspark.__version__}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}.jsa"
 
 
-def submit_args(launch_args: str) -> str | None:
-    """``PYSPARK_SUBMIT_ARGS`` (now ``launch_args``) that launch the driver JVM from the archive; None when
-    there is no archive, it is turned off, or the launch sets the driver's Java options itself (which
-    ours would replace)."""
-    archive = path()
-    if os.environ.get(SETTING, "").lower() == "off" or not archive.is_file() or _names_driver_java_options(launch_args):
+def submit_args(launch_args: str, also: Sequence[str] = ()) -> str | None:
+    """``PYSPARK_SUBMIT_ARGS`` (now ``launch_args``) that launch the driver JVM from the archive, with the
+    Java options ``also``; None when there is neither (no archive, or it is turned off), or the launch sets
+    the driver's Java options itself (which ours would replace)."""
+    if names_driver_java_options(launch_args):
         return None
-    option = shlex.quote(f"-XX:SharedArchiveFile={archive}")
-    return f"--driver-java-options {option} {launch_args or 'pyspark-shell'}"
+    archive = path()
+    usable = os.environ.get(SETTING, "").lower() != "off" and archive.is_file()
+    options = [*([f"-XX:SharedArchiveFile={archive}"] if usable else []), *also]
+    if not options:
+        return None
+    return f"--driver-java-options {shlex.quote(' '.join(options))} {launch_args or 'pyspark-shell'}"
 
 
-def _names_driver_java_options(launch_args: str) -> bool:
+def names_driver_java_options(launch_args: str) -> bool:
     """In the launch's arguments, or in spark-defaults.conf."""
     if "java-options" in launch_args or "extraJavaOptions" in launch_args:
         return True

@@ -19,7 +19,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -45,6 +47,8 @@ DEFAULTS = {
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.enable.summary-metadata": "false",
 }
+# How a driver JVM we launch logs: the run's own lines only, Spark's errors (shipped in the package).
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 log = logging.getLogger(__name__)
 
 
@@ -116,8 +120,9 @@ def _launch_conf(master: str | None = None) -> SparkConf:
 
 def _start_jvm(submitted: bool, launch_args: str) -> None:
     """Start (or join) the driver JVM; one this process launches starts from the class-data archive
-    when there is one (lakeio.jvm_archive)."""
-    with_archive = None if submitted or SparkContext._gateway is not None else jvm_archive.submit_args(launch_args)
+    when there is one (lakeio.jvm_archive), and logs as :data:`LOG_CONFIG` says."""
+    with_archive = (None if submitted or SparkContext._gateway is not None
+                    else jvm_archive.submit_args(launch_args, also=_quiet_jvm_options()))
     if with_archive is None:
         SparkContext._ensure_initialized()
         return
@@ -129,6 +134,18 @@ def _start_jvm(submitted: bool, launch_args: str) -> None:
             os.environ["PYSPARK_SUBMIT_ARGS"] = launch_args
         else:
             del os.environ["PYSPARK_SUBMIT_ARGS"]
+
+
+def _quiet_jvm_options() -> list[str]:
+    """The Java option that makes a driver we launch log as :data:`LOG_CONFIG` says; none where the
+    user's Spark configures its logging ($SPARK_CONF_DIR) or the run logs at DEBUG (Spark's own lines too)."""
+    if any(logging.getLogger(name).isEnabledFor(logging.DEBUG) for name in PROJECT_PACKAGES):
+        return []
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf")
+    if any(os.path.exists(os.path.join(conf_dir, name)) for name in ("log4j2.properties", "log4j2.xml", "log4j2.yaml")):
+        return []
+    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"]
 
 
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:

@@ -55,6 +55,10 @@ class Storage:
             is_dir=bool(st.isDirectory()),
         )
 
+    def check_scheme(self, scheme: str) -> None:
+        """Raise (the JVM's error) unless Hadoop on this Spark has a file system for ``scheme``."""
+        self._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, self._conf)
+
     def exists(self, uri: str) -> bool:
         path = self._path(uri)
         return bool(self._fs(path).exists(path))

@@ -58,6 +58,15 @@ _DENIED = re.compile(r"AccessDenied|Access Denied|Status Code: 403|403 Forbidden
 _NO_BUCKET = re.compile(r"NoSuchBucket|The specified bucket does not exist|UnknownStoreException|"
                         r"Bucket (\S+) does not exist")
 _STALE_CHECKSUM = re.compile(r"ChecksumException: Checksum error: (\S+)")
+# What S3 or the socket said, before any guess at a permission or a credential: an unknown key, a
+# secret that does not sign, an endpoint no one answers at.
+_UNKNOWN_KEY = re.compile(r"InvalidAccessKeyId|Access Key Id you provided does not exist")
+_BAD_SECRET = re.compile(r"SignatureDoesNotMatch|request signature we calculated does not match")
+_UNREACHABLE = re.compile(r"Connection refused|connect timed out|Connect timeout|UnknownHostException|No such host|"
+                          r"Name or service not known|Could not connect to the endpoint URL", re.IGNORECASE)
+# Where the socket went: the Java SDK's "Connect to host:port", boto3's endpoint URL, deltalake's request.
+_ADDRESS = re.compile(r"Connect to ([\w.\-]+:\d+)|endpoint URL: \"?\w+://([^/\"\s]+)|"
+                      r"(?:GET|PUT|POST|HEAD|DELETE) \w+://([^/\s]+)|UnknownHostException: ([\w.\-]+)")
 _EXPIRED = re.compile(r"ExpiredToken|token (?:included in the request )?(?:has|is) expired|RequestExpired|"
                       r"credentials? (?:have|has) expired", re.IGNORECASE)
 
@@ -76,6 +85,19 @@ def storage_advice(message: str) -> str | None:
         name = match.group(1).rstrip("/").rsplit("/", 1)[-1]
         return (f"{name} no longer matches the Hadoop checksum file beside it (.{name}.crc): it changed after it "
                 "was written; put the right content back, or delete the stale .crc if the content is right")
+    if _UNKNOWN_KEY.search(message):
+        return ("the store does not know this access key (InvalidAccessKeyId): the key id the job runs with "
+                "(AWS_ACCESS_KEY_ID, AWS_PROFILE, fs.s3a.access.key) is mistyped, deleted, or of another account "
+                "or endpoint")
+    if _BAD_SECRET.search(message):
+        return ("the secret key does not match the access key (SignatureDoesNotMatch): check AWS_SECRET_ACCESS_KEY "
+                "or fs.s3a.secret.key (and this machine's clock)")
+    if _UNREACHABLE.search(message):
+        found = _ADDRESS.search(message)
+        where = next((g for g in found.groups() if g), None) if found else None
+        return (f"the endpoint {f'at {where} ' if where else ''}does not answer (connection refused, timed out, or "
+                "no such host): check the endpoint URL (AWS_ENDPOINT_URL, fs.s3a.endpoint, --s3-endpoint-url), "
+                "the network, and that the service is up")
     if _EXPIRED.search(message):
         return ("the AWS credentials have expired: renew them (aws sso login, a fresh session token, the "
                 "instance profile) and run again")

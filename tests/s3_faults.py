@@ -25,6 +25,7 @@ for S3's latency (benchmarks.delta_vacuum ``--s3``).
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import subprocess
 import sys
@@ -51,16 +52,20 @@ SERVERS: set[int] = set()  # the process ids of the moto servers running (tests.
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
+def moto_server(authenticated_after: int | None = None) -> Iterator[str]:
     """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own; its URL.
+    ``authenticated_after``: from that many requests on, every request must be signed by an access key
+    moto's IAM holds (moto's ``INITIAL_NO_AUTH_ACTION_COUNT``); default: any credentials pass.
 
     Not a thread of this process: deltalake's calls into Rust hold the GIL, so a server thread
     beside them cannot answer and every S3 request of theirs times out."""
     with tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log") as log:
         # Port 0: the server binds a free port itself, and says which on its log (no window in which
         # another process could take a port we chose).
+        env = dict(os.environ, **({} if authenticated_after is None else
+                                  {"INITIAL_NO_AUTH_ACTION_COUNT": str(authenticated_after)}))
         server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
-                                  stdout=subprocess.DEVNULL, stderr=log)
+                                  stdout=subprocess.DEVNULL, stderr=log, env=env)
         try:
             for _ in range(300):
                 bound = re.search(r"Running on (http://127\.0\.0\.1:\d+)", Path(log.name).read_text(errors="replace"))

@@ -2,13 +2,16 @@
 
 The first case is real: this Spark has no file system for ``s3://`` (no hadoop-aws here), so a
 vacuum of an ``s3://`` table, and a delete against a bucket moto does not have, fail as they
-would on a fresh cluster. The others are the messages S3A, the AWS SDK and boto3 give for them.
+would on a fresh cluster. So are an unknown access key, a wrong secret (moto's server checking
+signatures) and a port no one listens at: what S3 or the socket said leads the line. The others are
+the messages S3A, the AWS SDK and boto3 give for them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -20,6 +23,7 @@ from deltalake import write_deltalake
 
 from lakeio.text import first_line, storage_advice
 from tests.lakes import inventory_of
+from tests.s3_faults import moto_server
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings, delete_planned
 
@@ -66,6 +70,13 @@ MESSAGES = {
     "s3a class": ("java.lang.RuntimeException: java.lang.ClassNotFoundException: Class "
                   "org.apache.hadoop.fs.s3a.S3AFileSystem not found",
                   "the Hadoop connector is missing (org.apache.hadoop.fs.s3a.S3AFileSystem): put hadoop-aws"),
+    "s3a refused": ("org.apache.hadoop.fs.s3a.AWSClientIOException: getFileStatus on s3a://lake/t/_delta_log: "
+                    "software.amazon.awssdk.core.exception.SdkClientException: Unable to execute HTTP request: Connect "
+                    "to 127.0.0.1:9 [/127.0.0.1] failed: Connection refused", "the endpoint at 127.0.0.1:9 does not answer"),
+    "s3a unknown key": ("java.nio.file.AccessDeniedException: s3a://lake/t/_delta_log: getFileStatus on s3a://lake/t/"
+                        "_delta_log: software.amazon.awssdk.services.s3.model.S3Exception: The AWS Access Key Id you "
+                        "provided does not exist in our records. (Service: S3, Status Code: 403, Request ID: 1)",
+                        "the store does not know this access key"),
     "gs": ('org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "gs"',
            'no file system for "gs://" on this Spark: put the Cloud Storage connector'),
 }
@@ -135,10 +146,73 @@ def test_a_store_deltalake_cannot_read_is_one_line_with_what_to_do(spark, monkey
     assert "Traceback" not in err and "↳" not in err
 
 
+def _closed_port() -> str:
+    """An endpoint no one listens at: a port bound, then let go."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def strict_s3():
+    """moto's server holding one IAM access key, checking every request's signature after it made it:
+    (endpoint, known key id, its secret)."""
+    import boto3
+
+    with moto_server(authenticated_after=2) as endpoint:
+        iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1")
+        iam.create_user(UserName="vacuum")
+        key = iam.create_access_key(UserName="vacuum")["AccessKey"]
+        yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
+
+
+# (how the endpoint is set up, what the line must lead with): what S3 or the socket said, not a guess.
+FIRST_CAUSES = {
+    "closed port": "the endpoint at 127.0.0.1:",
+    "unknown key": "the store does not know this access key (InvalidAccessKeyId)",
+    "wrong secret": "the secret key does not match the access key (SignatureDoesNotMatch)",
+}
+
+
+@pytest.mark.slow  # a moto server of its own, and deltalake's retries against a closed port
+@pytest.mark.parametrize("case", sorted(FIRST_CAUSES))
+def test_what_s3_or_the_socket_said_leads_a_storage_error(spark, strict_s3, case, monkeypatch, capsys):
+    """deltalake's read of an audit table (before any Spark), and the deleter's boto3 calls, against
+    moto's server checking signatures or a port no one listens at."""
+    from lake_reports.cli import main as reports_main
+
+    endpoint, key_id, secret = strict_s3
+    if case == "closed port":
+        endpoint = _closed_port()
+    key_id, secret = {"unknown key": ("AKIAUNKNOWNKEY000000", secret), "wrong secret": (key_id, "not-its-secret")}.get(
+        case, (key_id, secret))
+    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": key_id,
+                        "AWS_SECRET_ACCESS_KEY": secret, "AWS_MAX_ATTEMPTS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    assert reports_main(["erasure", "--verify", "--audit-table", "s3://lake/audit"]) == 1
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and said[0].startswith(f"error: s3://lake/audit: {FIRST_CAUSES[case]}"), said
+    if case != "wrong secret":  # the deleter's tasks sign with the session's key, which moto's IAM does not hold
+        targets = spark.createDataFrame([("s3://lake/t", "s3://lake/t/part-0.parquet", 1, 0, [])],
+                                        "table_root string, path string, length long, modificationTime long, "
+                                        "version_ids array<string>")
+        settings = DeleteSettings(endpoint_url=endpoint, max_attempts=1)  # a refused connection is retried, else
+        (outcome,) = delete_planned(spark, targets, settings, "run").collect()
+        assert outcome["action"] == "failed" and f"({FIRST_CAUSES[case]}" in outcome["error"], outcome["error"]
+
+
+# A line of the run's own: its log (lakeio.cli.LOG_FORMAT, our packages' loggers), or what it says is wrong.
+OUR_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ (lakeio|inventory_etl|vacuum_jobs|lake_reports)\.|"
+                      r"(error|warning): ")
+
+
 @pytest.mark.slow
 def test_a_commit_beside_a_stale_checksum_is_refused_quietly_in_one_whole_line(spark, tmp_path):
     """Hadoop's local file system checks a file against the ``.crc`` beside it: a commit changed after
-    Spark wrote it fails every read. The job's own process says so once, whole, with what to do."""
+    Spark wrote it fails every read. The job's own process says so once, whole, with what to do, and
+    prints nothing else: no line of the JVM's start, no line of Spark's."""
     lake = tmp_path / "lake"
     good, broken = lake / "good", lake / ("a-table-whose-path-is-long-" * 6) / "nested" / "broken"
     for table in (good, broken):
@@ -159,8 +233,11 @@ def test_a_commit_beside_a_stale_checksum_is_refused_quietly_in_one_whole_line(s
                           env={**os.environ, "PYSPARK_SUBMIT_ARGS": "--driver-memory 1g pyspark-shell"})
 
     assert done.returncode == 1, done.stderr[-2000:]
-    assert not [ln for ln in done.stderr.splitlines() if ln.startswith(("\tat ", "Caused by")) or " ERROR " in ln], \
-        done.stderr[-3000:]
+    # Quiet: the run's own lines only (lakeio/log4j2.properties), but the JDK's notice of the incubator module
+    # Spark 4 loads, which no logging setting reaches.
+    theirs = [ln for ln in done.stderr.splitlines() if not OUR_LINE.match(ln)
+              and ln != "WARNING: Using incubator modules: jdk.incubator.vector"]
+    assert not theirs, theirs
     reason = {Path(t["table"]).name: t["reason"] for t in json.loads(report.read_text())["tables"]}["broken"]
     assert str(commit) in reason and f".{commit.name}.crc" in reason and "delete the stale .crc" in reason, reason
     assert reason.endswith("]") and "…" not in reason and "SQLSTATE" not in reason, reason

@@ -16,22 +16,25 @@ from collections.abc import Iterator
 
 from pyspark.sql import functions as F
 
+from lakeio import uris
 from lakeio.audit import AuditAction, check_audit_table, record_kept
-from lakeio.audit_journal import FOLDER
+from lakeio.audit_journal import FOLDER, journal_of
 from lakeio.catalog import CatalogError, resolve
 from lakeio.cli import (
     add_common_arguments,
     as_flag,
+    check_folder_writable,
     check_report_destination,
     iso_date,
     one_line_errors,
+    open_session,
+    place,
     read_text,
     report_out,
-    setup_logging,
     write_lines,
 )
 from lakeio.deprecation import warn_old_flags
-from lakeio.spark import get_spark
+from lakeio.storage import Storage
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
@@ -51,14 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "'python -m vacuum_jobs restore', erase what runs hid with 'python -m vacuum_jobs purge' "
                     "(each with --help).",
     )
-    parser.add_argument("--inventory-table", required=True, metavar="URI",
+    parser.add_argument("--inventory-table", required=True, metavar="TABLE", type=place("TABLE"),
                         help="the inventory Delta table (job 1): a URI or a catalog name")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--table", action="append", metavar="URI",
+    which.add_argument("--table", action="append", metavar="TABLE", type=place("TABLE"),
                        help="a table root, or a catalog name (bronze.events); repeat for several")
     which.add_argument("--database", metavar="NAME",
                        help="every Delta table of this catalog database (its views and other tables are skipped, by name)")
-    which.add_argument("--tables-file", metavar="FILE",
+    which.add_argument("--tables-file", metavar="FILE", type=place("FILE"),
                        help="YAML or JSON list of tables with optional retention_hours, enabled, dry_run, history per table "
                             "(a local path or a URI)")
     which.add_argument("--discover", action="store_true",
@@ -81,18 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
                              "with a warning; from the next release the command only plans unless --apply, as "
                              "restore and purge do (and as the Python API vacuum() does unless dry_run=False)")
     acting.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
-    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
-    parser.add_argument("--list-candidates", metavar="FILE",
+    parser.add_argument("--report", metavar="FILE.json", type=place("FILE.json"),
+                        help="write the JSON report here (a local path or a URI)")
+    parser.add_argument("--list-candidates", metavar="FILE", type=place("FILE"),
                         help="write every file the dry-run tables would delete here, one path per line (a local path "
                              "or a URI); the summary names the first few per table, the report the first 100")
-    parser.add_argument("--audit-table", metavar="URI", help="append one row per planned file to this Delta table")
+    parser.add_argument("--audit-table", metavar="TABLE", type=place("TABLE"),
+                        help="append one row per planned file to this Delta table")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
                              "older than the inventory (default: %(default)g)")
     parser.add_argument("--purge-versions", action="store_true",
                         help="versioned buckets: delete every listed version of each orphan key, "
                              "not just add a delete marker")
-    parser.add_argument("--trash", metavar="URI",
+    parser.add_argument("--trash", metavar="DIR", type=place("DIR"),
                         help="local disks, HDFS, ABFS: move deleted files into <URI>/<run id>/ instead, on the "
                              "tables' own file system, so that 'restore' can bring them back and 'purge' erase them "
                              "(S3: turn on bucket versioning instead)")
@@ -130,20 +135,23 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
                      "naming the rule (exit 0); a log that cannot be read, a version current again or a failed "
                      "delete is left alone and exits 1."),
     )
-    parser.add_argument("--audit-table", required=True, metavar="URI", help="the vacuum runs' --audit-table")
+    parser.add_argument("--audit-table", required=True, metavar="TABLE", type=place("TABLE"),
+                        help="the vacuum runs' --audit-table")
     if restoring:
         parser.add_argument("--run-id", required=True, metavar="RUN", help="the vacuum run to undo (its report's run_id)")
     else:
         parser.add_argument("--older-than-days", required=True, type=float, metavar="N",
                             help="the undo window: purge deletes made more than N days ago")
-        parser.add_argument("--inventory-table", metavar="URI",
+        parser.add_argument("--inventory-table", metavar="TABLE", type=place("TABLE"),
                             help="before erasing, re-check what every Delta table this inventory shows needs "
                                  "(default: every table the audit names)")
-    parser.add_argument("--table", action="append", metavar="URI", help="only this table; repeat for several")
+    parser.add_argument("--table", action="append", metavar="TABLE", type=place("TABLE"),
+                        help="only this table; repeat for several")
     acting = parser.add_mutually_exclusive_group()
     acting.add_argument("--apply", action="store_true", help="act (default: a dry run saying what would change)")
     acting.add_argument("--dry-run", action="store_true", help="check and report only (the default)")
-    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report here (a local path or a URI)")
+    parser.add_argument("--report", metavar="FILE.json", type=place("FILE.json"),
+                        help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
     add_common_arguments(parser)
     return parser
@@ -156,19 +164,34 @@ def build_record_parser() -> argparse.ArgumentParser:
                     "(each vacuum, restore and purge does this first by itself, from the audit table's own "
                     f"{FOLDER}/ folder); the error of such a run names the folder and this command.",
     )
-    parser.add_argument("--audit-table", required=True, metavar="URI", help="the runs' --audit-table")
-    parser.add_argument("--journal", metavar="DIR",
+    parser.add_argument("--audit-table", required=True, metavar="TABLE", type=place("TABLE"),
+                        help="the runs' --audit-table")
+    parser.add_argument("--journal", metavar="DIR", type=place("DIR"),
                         help=f"where the runs are kept (default: the audit table's {FOLDER}/ folder)")
     add_common_arguments(parser)
     return parser
 
 
 def record_main(argv: list[str]) -> int:
-    args = build_record_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    spark = get_spark(f"vacuum_jobs.{RECORD_COMMAND}", args.master)
+    parser = build_record_parser()
+    args = parser.parse_args(argv)
+    spark = open_session(f"vacuum_jobs.{RECORD_COMMAND}", parser, args)
     audit = resolve(spark, args.audit_table, must_be_delta=False)
     check_audit_table(spark, audit)
+    storage = Storage(spark)
+    try:
+        kept_any = storage.exists(args.journal or journal_of(audit))
+    except Exception as exc:  # noqa: BLE001 - the store's reason, naming the folder
+        print(f"error: {args.journal or journal_of(audit)} cannot be read: {first_line(exc)}", file=sys.stderr)
+        return 1
+    if not kept_any:
+        if args.journal:
+            print(f"error: --journal {args.journal}: no such folder (no run was kept there)", file=sys.stderr)
+            return 1
+        if not storage.exists(uris.join(uris.to_uri(audit), "_delta_log")):
+            print(f"error: {audit}: no audit table there, and no run kept beside it: check --audit-table",
+                  file=sys.stderr)
+            return 1
     recorded = record_kept(spark, audit, args.journal)
     print(f"appended {len(recorded.runs)} kept run(s) to {audit}" + "".join(f"\n  {r}" for r in recorded.runs))
     for problem in recorded.problems:
@@ -184,8 +207,7 @@ def undo_main(command: UndoCommand, argv: list[str]) -> int:
     options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
                           delete=DeleteSettings(endpoint_url=args.s3_endpoint_url),
                           inventory_table=getattr(args, "inventory_table", None))
-    setup_logging(args.log_level)
-    spark = get_spark(f"vacuum_jobs.{command}", args.master)
+    spark = open_session(f"vacuum_jobs.{command}", parser, args)
     if why := check_report_destination(spark, args.report):
         print(f"error: {why}; nothing was changed", file=sys.stderr)
         return 1
@@ -235,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))
-    setup_logging(args.log_level)
-    spark = get_spark("vacuum_jobs", args.master)
+    spark = open_session("vacuum_jobs", parser, args)
     try:
         text = read_text(spark, args.tables_file) if args.tables_file else None
         tables = (table_targets.as_targets(args.table) if args.table
@@ -248,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # an unreadable --tables-file, local or remote
         parser.error(f"{args.tables_file}: {first_line(exc)}")
     if why := (check_report_destination(spark, args.report)
-               or check_report_destination(spark, args.list_candidates, "--list-candidates")):
+               or check_report_destination(spark, args.list_candidates, "--list-candidates")
+               or check_folder_writable(spark, args.trash, "--trash")):
         print(f"error: {why}; nothing was deleted", file=sys.stderr)
         return 1
     try:

@@ -227,7 +227,8 @@ class Undo:
         of_run = audit.where(F.col("run_id") == run_id)
         if not of_run.take(1):
             raise UndoError(f"{self.options.audit_table}: no vacuum run {run_id!r} in the audit table")
-        deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & (F.col("action") == AuditAction.DELETED.value)))
+        deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & (F.col("action") == AuditAction.DELETED.value)),
+                                 of_run, f"vacuum run {run_id}")
         undone = audit.where((F.col("source_run_id") == run_id) & (F.col("action") == AuditAction.RESTORED.value))
         selected = deleted.join(undone.select("path"), "path", "left_anti").withColumn("source_run_id", F.lit(run_id))
         report = self._report(UndoCommand.RESTORE, now_ms, f"vacuum run {run_id}")
@@ -240,7 +241,7 @@ class Undo:
         before_ms = now_ms - int(older_than_days * 24 * MS_PER_HOUR)
         hidden = self._in_scope(audit.where(
             (F.col("action") == AuditAction.DELETED.value) & F.coalesce("delete_marker_id", "trash_path").isNotNull()
-            & (F.unix_millis("timestamp") < before_ms)))
+            & (F.unix_millis("timestamp") < before_ms)), audit, "the audit table")
         finished = audit.where(F.col("action").isin(AuditAction.RESTORED.value, AuditAction.PURGED.value,
                                                     AuditAction.ALREADY_ABSENT.value)
                                & F.col("source_run_id").isNotNull())
@@ -314,10 +315,16 @@ class Undo:
         except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
             self.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
 
-    def _in_scope(self, rows: DataFrame) -> DataFrame:
+    def _in_scope(self, rows: DataFrame, known: DataFrame, where: str) -> DataFrame:
+        """``rows`` of the tables asked for; a table ``known`` (the run, the audit) has no row of is a typo
+        or the wrong table, refused before anything changes."""
         if self.options.tables is None:
             return rows
         roots = [uris.canonical(uris.to_uri(t)) for t in self.options.tables]
+        found = {r["table_root"] for r in known.where(F.col("table_root").isin(roots)).select("table_root")
+                 .distinct().collect()}
+        if unknown := [t for t, root in zip(self.options.tables, roots) if root not in found]:
+            raise UndoError(f"{', '.join(unknown)}: not a table of {where}; nothing was changed")
         return rows.where(F.col("table_root").isin(roots))
 
     def _report(self, command: UndoCommand, now_ms: int, acts_on: str) -> UndoReport:
