@@ -1,4 +1,4 @@
-"""What keeping the files other tables need costs the batch plan (DESIGN.md "References across the lake").
+"""What keeping the files other tables need costs the batch plan (docs/DESIGN.md "References across the lake").
 
     python -m benchmarks.lake_references [--tables 500] [--files-per-table 2000] [--clones 10] [--repeat 3]
 

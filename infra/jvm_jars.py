@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.describe:
             print(f"spark {side.spark_line}: {', '.join(side.artifacts)} -> {side.folder}")
             return 0
-        print(",".join(str(j) for j in jars(side)))
+        fetched = jars(side)
+        if side.delta is None:  # said, once fetched: a failed fetch is one line of its own
+            print(f"infra.jvm_jars: no Delta release is built for Spark {side.spark_line}: the S3 connector alone "
+                  f"(Delta's jars exist for Spark {', '.join(sorted(DELTA_FOR_SPARK))})", file=sys.stderr)
+        print(",".join(str(j) for j in fetched))
     except (JarsUnavailable, OSError) as exc:
         print(f"infra.jvm_jars: {exc}", file=sys.stderr)
         return 1

@@ -5,14 +5,18 @@
     dist/jobs/run_vacuum_jobs.py           (not named like the packages: a script's folder
     dist/jobs/run_lake_reports.py           comes first on sys.path and would shadow them)
     dist/requirements.txt                  third-party libraries the driver and executors need
+    dist/log4j2.properties                 the driver's logging: the run's own lines and Spark's errors
 
 Copy the folder to S3 (or the cluster) and run, for example,
-``spark-submit --py-files lake_housekeeping-0.1.0.zip jobs/run_vacuum_jobs.py --help``.
+``spark-submit --driver-java-options -Dlog4j2.configurationFile=log4j2.properties --py-files
+lake_housekeeping-0.1.0.zip jobs/run_vacuum_jobs.py --help`` (without that option, the cluster's
+own log settings apply).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import zipfile
 from importlib import metadata
@@ -61,6 +65,9 @@ def build(out: Path) -> dict[str, Path]:
         script = out / "jobs" / entry_script(job)
         script.write_text(ENTRY.format(package=job))
         built[job] = script
+    logging = out / "log4j2.properties"
+    shutil.copyfile(REPO / "lakeio" / "log4j2.properties", logging)
+    built["logging"] = logging
     requirements = out / "requirements.txt"
     requirements.write_text("".join(f"{dep}\n" for dep in runtime_requirements()))
     built["requirements"] = requirements

@@ -1,4 +1,4 @@
-"""Job 1: S3 Inventory deliveries into one partitioned Delta table (see DESIGN.md).
+"""Job 1: S3 Inventory deliveries into one partitioned Delta table (see docs/DESIGN.md).
 
 ``ingest(spark, inventory_table, manifests)`` ingests; ``inventory_snapshot`` reads one date back.
 """

@@ -1,4 +1,4 @@
-"""The inventory table contract (see DESIGN.md), shared by ingestion, vacuum and chargeback.
+"""The inventory table contract (docs/DESIGN.md "The inventory table"), shared by ingestion, vacuum and chargeback.
 
 The first four columns are the ones Delta's own ``VACUUM ... USING INVENTORY`` expects,
 in its order; the rest carry what S3 Inventory reports and chargeback needs.

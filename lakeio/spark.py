@@ -70,6 +70,28 @@ def _class_on_classpath(class_name: str) -> bool:
         return False
 
 
+# The classes that say which jars a run has: Delta's (whose writer then writes our tables) and the S3 connector.
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def engine_jars() -> str:
+    """Which Delta and S3 connector jars this driver loads, by jar name, and so which writer commits our
+    tables: what every run says in its first line."""
+    delta, s3a = _jar_of(DELTA_EXTENSION), _jar_of(S3A_FILE_SYSTEM)
+    said = (f"Delta's jars ({delta}): Delta's writer commits our tables" if delta else
+            "no Delta jars: deltalake commits our tables")
+    return f"{said}; " + (f"S3 connector {s3a}" if s3a else "no S3 connector (s3a://)")
+
+
+def _jar_of(class_name: str) -> str | None:
+    """The file name of the jar ``class_name`` is loaded from; None when it cannot be loaded."""
+    try:
+        source = jvm_class(class_name).getProtectionDomain().getCodeSource()
+    except Exception:  # py4j raises Py4JJavaError(ClassNotFoundException)
+        return None
+    return os.path.basename(str(source.getLocation().getPath())) if source is not None else class_name
+
+
 def delta_jars_present() -> bool:
     """Whether Delta Lake's Spark jars can be loaded by this driver."""
     return _class_on_classpath(DELTA_EXTENSION)
@@ -169,9 +191,10 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     for key, value in tuning.items():
         if not launched_with.contains(key):
             spark.conf.set(key, value)
-    log.info("spark %s, master %s, application %s, %s shuffle partitions, adaptive execution %s",
+    log.info("spark %s, master %s, application %s, %s shuffle partitions, adaptive execution %s; %s",
              spark.version, spark.sparkContext.master, spark.sparkContext.applicationId,
-             spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.adaptive.enabled"))
+             spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.adaptive.enabled"),
+             engine_jars())
     return spark
 
 

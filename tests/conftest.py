@@ -31,6 +31,14 @@ os.environ.pop("AWS_PROFILE", None)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden"
 README = Path(__file__).resolve().parents[1] / "README.md"
+# What the documentation shows a user (README, the front door, and the pages of docs/): its commands,
+# examples and SQL are run or parsed by the tests as written.
+DOCS = [README, *sorted((README.parent / "docs").glob("*.md"))]
+
+
+def documentation() -> str:
+    """README and every page of docs/, one after the other."""
+    return "\n".join(page.read_text() for page in DOCS)
 
 # CI replays the same generated examples every run; developers get fresh ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -97,3 +97,18 @@ def test_each_run_writes_its_own_folder_and_old_dead_staging_is_cleared(spark, t
     assert not (table / "run-20200101T000000Z-deadbeef" / "_temporary").exists()  # a day old: the run is dead
     assert recent.is_dir()  # may still be running
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 1
+
+
+def test_a_run_without_deltas_jars_says_deltalake_commits_its_tables(spark):
+    """Every run's first line names its engine: here (the jars-free run) no Delta, no S3 connector."""
+    from lakeio.spark import engine_jars
+
+    assert engine_jars() == "no Delta jars: deltalake commits our tables; no S3 connector (s3a://)"
+
+
+@pytest.mark.delta_jars
+def test_a_run_with_deltas_jars_names_them_and_their_writer(spark):
+    from lakeio.spark import engine_jars
+
+    said = engine_jars()
+    assert said.startswith("Delta's jars (delta-spark_") and "Delta's writer commits our tables" in said, said

@@ -151,7 +151,8 @@ def test_cloudformation_templates_lint_clean_and_match_the_command(s3, capsys):
 
 def test_package_is_what_spark_submit_needs(tmp_path):
     built = build(tmp_path / "dist")
-    assert set(built) == {"archive", "requirements", *JOBS}
+    assert set(built) == {"archive", "requirements", "logging", *JOBS}
+    assert built["logging"].read_text() == (INFRA.parent / "lakeio" / "log4j2.properties").read_text()
     for job in JOBS:
         assert built[job].name == entry_script(job)
         compile(built[job].read_text(), str(built[job]), "exec")

@@ -41,3 +41,19 @@ def test_an_artifact_maven_cannot_fetch_is_named_and_leaves_no_folder(empty_cach
         jvm_jars.jars(side)
     assert not side.folder.exists()
     assert [p.name for p in side.folder.parent.iterdir()] == []  # no staging folder left either
+
+
+def test_the_default_environment_is_a_line_delta_is_built_for_and_the_demo_runs_on_its_jars():
+    """`make` builds .venv on the Spark line of constraints/default.txt: one line, for which a Delta release
+    exists; `make demo` fetches its jars and starts the demo with them (or says it could not)."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pins = (root / "constraints" / "default.txt").read_text()
+    major, minor, upper_major, upper_minor = re.search(r"^pyspark>=(\d+)\.(\d+),<(\d+)\.(\d+)$", pins, re.M).groups()
+    assert (upper_major, int(upper_minor)) == (major, int(minor) + 1), "the default environment spans one Spark line"
+    assert f"{major}.{minor}" in jvm_jars.DELTA_FOR_SPARK, f"no Delta release for the default Spark {major}.{minor}"
+    recipe = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, timeout=60).stdout
+    assert "-m infra.jvm_jars" in recipe and "--jars" in recipe and "-m demo" in recipe, recipe

@@ -1,4 +1,4 @@
-"""A file any Delta table of the lake needs is never another table's candidate (DESIGN.md
+"""A file any Delta table of the lake needs is never another table's candidate (docs/DESIGN.md
 "References across the lake"), whether or not the table that needs it is vacuumed in the run.
 
 One lake: a source table whose every file was removed long ago (each tombstone expired), and

@@ -39,7 +39,7 @@ from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
 from lakeio.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.browser import chromium, headless
-from tests.conftest import GOLDEN, README
+from tests.conftest import GOLDEN, documentation
 from tests.lakes import now_ms, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.report import RunReport, TableReport, write_audit
@@ -223,10 +223,10 @@ def test_chargeback_refuses_bad_input_clearly(spark, lake, tmp_path, capsys):
 
 
 def test_readme_sql_runs_on_spark(spark, lake):
-    """The README's chargeback SQL, run as documented against the inventory table."""
+    """The chargeback SQL docs/chargeback.md shows, run as documented against the inventory table."""
     from lakeio.delta_read import read_delta
 
-    section = README.read_text().split("### SQL over the inventory table", 1)[1].split("\n## ", 1)[0]
+    section = documentation().split("### SQL over the inventory table", 1)[1].split("\n## ", 1)[0]
     queries = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
     assert len(queries) == 3
     read_delta(spark, lake["inventory"]).createOrReplaceTempView("inventory")

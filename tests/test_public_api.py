@@ -1,5 +1,5 @@
 """What a user's code and editor see of the project: one error root for everything it raises on purpose,
-and a Layout in README that names every module."""
+and a Layout page (docs/layout.md) that names every module."""
 
 from __future__ import annotations
 
@@ -74,11 +74,11 @@ def test_old_option_names_still_work_for_one_release_and_say_so():
         from_file("tables.yaml", spec + "  retention_hours: 12\n")
 
 
-def test_the_readme_layout_names_every_module_under_its_folder():
-    """One line per module in README's Layout: a module added without its line fails here."""
+def test_the_layout_page_names_every_module_under_its_folder():
+    """One line per module in docs/layout.md: a module added without its line fails here."""
     root = Path(__file__).resolve().parents[1]
-    text = (root / "README.md").read_text()
-    block = text[text.index("## Layout"):].split("```")[1]
+    text = (root / "docs" / "layout.md").read_text()
+    block = text[text.index("# Layout"):].split("```")[1]
     named, folder = set(), None
     for line in block.splitlines():
         if line and not line.startswith(" "):

@@ -1,4 +1,4 @@
-"""The README's commands and Python API example, run or parsed as written."""
+"""The commands and Python API example README and docs/ show, run or parsed as written."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 import vacuum_jobs
 from demo.lake import build_lake
 from inventory_etl.producer import objects_in_folder, write_delivery
-from tests.conftest import README
+from tests.conftest import README, documentation
 
 
 def python_block(heading: str) -> str:
-    section = README.read_text().split(heading, 1)[1]
+    section = documentation().split(heading, 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -52,7 +52,7 @@ def test_the_readme_python_example_runs_as_written_in_a_fresh_process(tmp_path):
     names = {"inventory": str(tmp_path / "inventory"), "manifest": manifest, "lake": f"file://{lake.bucket_dir}",
              "roots": {"demo-lake": str(lake.bucket_dir)}, "audit": str(tmp_path / "audit")}
     block = tmp_path / "example.py"
-    block.write_text(python_block("## Python API"))
+    block.write_text(python_block("# Python API"))
 
     done = subprocess.run([sys.executable, "-c", _RUN_EXAMPLE, str(block), json.dumps(names)], cwd=tmp_path,
                           env=_plain_env(), capture_output=True, text=True, timeout=600)
@@ -110,10 +110,10 @@ def test_the_python_api_never_vacuums_the_whole_lake_by_omission(spark, tmp_path
 
 
 def readme_commands(module: str) -> list[list[str]]:
-    """Every ``python -m <module> ...`` line of the README's code blocks, continuation lines
+    """Every ``python -m <module> ...`` line of the documentation's code blocks, continuation lines
     joined and ``[optional ...]`` parts left out, as argument lists."""
     commands = []
-    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), re.S | re.M):
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", documentation(), re.S | re.M):
         for command in re.findall(rf"^python -m {module}\b(.*?)(?<!\\)$", block.replace("\\\n", " "), re.M):
             commands.append(shlex.split(re.sub(r"\[[^\]]*\]", " ", command)))
     return commands
@@ -157,7 +157,7 @@ def test_every_readme_spark_submit_command_parses():
 
     parsers = {"inventory_etl": inventory_parser, "vacuum_jobs": vacuum_parser, "lake_reports": reports_parser}
     seen = set()
-    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), re.S | re.M):
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", documentation(), re.S | re.M):
         for command in re.findall(r"^spark-submit\b(.*?)(?<!\\)$", block.replace("\\\n", " "), re.M):
             argv = shlex.split(re.sub(r"\[[^\]]*\]", " ", command))
             script = next(i for i, a in enumerate(argv) if re.search(r"jobs/run_\w+\.py$", a))

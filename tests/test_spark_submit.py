@@ -39,6 +39,7 @@ def submit(built: dict[str, Path], job: str, *args: str, master: str, cwd: Path,
     env.pop("SPARK_MASTER", None)
     settings = [item for key, value in (conf or {}).items() for item in ("--conf", f"{key}={value}")]
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, *settings,
+               "--driver-java-options", f"-Dlog4j2.configurationFile={built['logging']}",  # as README runs them
                "--py-files", str(built["archive"]), str(built[job]), *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
@@ -88,6 +89,10 @@ def test_spark_submits_master_and_settings_are_the_sessions(tmp_path):
     _, ingested = ingest(build(tmp_path / "dist"), tmp_path, "local[1]", settings)
     master, _app, partitions, adaptive = SESSION_LINE.search(ingested.stdout).groups()
     assert (master, partitions, adaptive) == ("local[1]", "7", "false")
+    # With the shipped log settings, Spark's JVM says nothing of a run that went well (but for the JDK's
+    # notice of the incubator module Spark 4 loads, which no log setting reaches).
+    assert [line for line in ingested.stderr.splitlines()
+            if line != "WARNING: Using incubator modules: jdk.incubator.vector"] == [], ingested.stderr[-3000:]
 
 
 @pytest.mark.slow  # a job's process each

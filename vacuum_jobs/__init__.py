@@ -1,4 +1,4 @@
-"""Job 2: vacuum many Delta tables in one Spark run from the inventory table (see DESIGN.md).
+"""Job 2: vacuum many Delta tables in one Spark run from the inventory table (see docs/DESIGN.md).
 
 ``vacuum(spark, inventory_table, tables)`` plans a dry run; ``dry_run=False`` deletes.
 ``restore(spark, audit_table, run_id)`` and ``purge(spark, audit_table, days)`` undo a run's

@@ -108,9 +108,9 @@ def trash_path(trash: str, run_id: str, path: str) -> str:
 
 
 def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSettings, run_id: str) -> DataFrame:
-    """Delete every target (table_root, path, length, modificationTime[, version_ids][, version_id]); one
-    outcome row each. ``run_id`` names the run's journal: call :meth:`DeleteJournal.remove` once the
-    outcomes are kept."""
+    """Delete every target (``table_root, path, length, modificationTime``, and ``version_ids`` or
+    ``version_id`` where the targets carry them); one outcome row each. ``run_id`` names the run's
+    journal: call :meth:`DeleteJournal.remove` once the outcomes are kept."""
     CANDIDATES.check(targets)
     columns = [*CANDIDATES.columns, "version_ids", "version_id"]
     if "version_ids" not in targets.columns:

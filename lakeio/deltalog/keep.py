@@ -1,4 +1,4 @@
-"""The keep set (DESIGN.md "Keep"): what a vacuum must never delete.
+"""The keep set (docs/DESIGN.md "What a vacuum never deletes"): what a vacuum must never delete.
 
 - live ``add`` files, and ``remove`` tombstones not older than the cutoff (or of unknown age);
 - the deletion-vector files of both (``u``: ``<prefix>/deletion_vector_<uuid>.bin`` from

@@ -1,4 +1,4 @@
-"""Files one Delta table needs that another table's folder holds (DESIGN.md "References
+"""Files one Delta table needs that another table's folder holds (docs/DESIGN.md "References
 across the lake").
 
 A shallow clone names its source's files by absolute URI, and a table may name, by a
