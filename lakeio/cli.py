@@ -96,9 +96,11 @@ def place(metavar: str, *, local: bool = False) -> Callable[[str], str]:
 
 def place_of(metavar: str, text: str) -> str:
     """The place in an option's value: ``URI`` of ``BUCKET=URI``, ``TABLE`` of ``TABLE@VERSION``."""
-    if metavar == "BUCKET=URI":
-        return text.partition("=")[2] if "=" in text else text
-    return text.rpartition("@")[0] or text if metavar == "TABLE@VERSION" else text
+    if metavar == "BUCKET=URI" and "=" in text:
+        return text.partition("=")[2]
+    if metavar == "TABLE@VERSION" and "@" in text:
+        return text.rpartition("@")[0]
+    return text
 
 
 def open_session(app: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> SparkSession:
