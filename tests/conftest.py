@@ -21,8 +21,16 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else '
 # took a fifth less than G1 over five minutes of in-process tests (467 to 379 CPU seconds), and in the
 # processes a test starts, which live a minute or two, the quick compiler alone took two fifths less
 # (python -m demo: 113 to 65). The session's own JVM keeps the optimizing one: over minutes, C1 ran slower.
-SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC")
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+# Spark also compiles each new query's plan to Java bytecode (whole-stage and expression code generation):
+# worth it over millions of rows, but the tests' queries read a few rows once each, and compiling was a
+# sixth of the suite's CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU seconds,
+# python -m demo: 69 to 61). The suite's JVMs evaluate plans interpreted, which Spark's results may not
+# depend on, unless LAKE_TEST_CODEGEN=on: CI keeps Spark's default on the default environment's line, the
+# engine users run (.ci/run).
+INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" else
+               " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN")
+SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC" + INTERPRETED)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1" + INTERPRETED)
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
