@@ -2,7 +2,7 @@
 # line a Delta release is built for (constraints/default.txt), so that both run on Delta's own jars, which
 # `python -m infra.jvm_jars` fetches with Maven into ~/.cache/lake-housekeeping (`make demo` says so in one
 # line and runs without them when it cannot).
-# `make test` runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
+# `make test` writes Delta's feature tables once (make feature-lake), runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
 # or Spark's S3 connector (markers delta_jars, s3a; jars_too runs a test both ways), in a Spark session
 # started with them (skipped, saying why, when they cannot be fetched). `make test-newest` runs both on the
 # newest PySpark, jars-free but for the S3 connector, as a plain `pip install` gets it (.venv-newest);
@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
 JARS_MARKERS ?= delta_jars or s3a or jars_too
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-jars test-newest test-lowest lint docs durations bench bench-delta package clean
+.PHONY: demo test feature-lake test-jars test-newest test-lowest lint docs durations bench bench-delta package clean
 
 # --no-compile: Python compiles a module when it is first imported; compiling all of PySpark's at install
 # took half the install's time.
@@ -39,8 +39,18 @@ demo: $(STAMP)
 	  PYSPARK_SUBMIT_ARGS="$${jars:+--jars $$jars }pyspark-shell" $(PY) -m demo
 
 test: $(STAMP)
+	$(MAKE) feature-lake
 	$(PY) -m pytest -q -m "not delta_jars and not s3a"
 	$(MAKE) test-jars
+
+# The lake of tables Delta's own writer writes (tests/feature_lake.py), cached once per Delta release in
+# ~/.cache/lake-housekeeping/lakes: the jars-free tests read it too. Written with this environment's
+# Delta jars, or the default environment's where no Delta release is built for this Spark (exit 3); a
+# fetch that fails is one line, and the tests that read it say why they skip.
+feature-lake: $(STAMP)
+	@$(PY) -m tests.feature_lake; status=$$?; \
+	  if [ $$status = 3 ]; then $(MAKE) feature-lake VENV=.venv PIP_CONSTRAINTS=constraints/default.txt; \
+	  elif [ $$status != 0 ]; then echo "make feature-lake: not written (the line above says why)"; fi
 
 test-jars: $(STAMP)
 	@jars=$$($(PY) -m infra.jvm_jars) || jars=; LAKE_TEST_JARS="$$jars" $(PY) -m pytest -q -m "$(JARS_MARKERS)"

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from demo.lake import build_lake
+from demo.lake import build_lake, partitioned_deletion_vectors
 from inventory_etl.cli import main as inventory_etl
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.cli import main as lake_reports
+from lakeio.spark import delta_jars_present, get_spark
 from lakeio.text import human_bytes
 from vacuum_jobs.cli import main as vacuum_jobs
 
@@ -39,7 +40,9 @@ def main() -> int:
     bucket_dir = OUTPUT / BUCKET
 
     step(1, f"building a lake in {bucket_dir} (Delta tables with 7 weeks of history, plus debris)")
-    lake = build_lake(bucket_dir)
+    spark = get_spark("demo")  # the jobs below take this session
+    lake = build_lake(bucket_dir, dv_table=(lambda path: partitioned_deletion_vectors(spark, path))
+                      if delta_jars_present() else None)
     rows_before = lake.row_counts()
     for name, path in lake.tables.items():
         print(f"  {name:<14} {rows_before[name]:>6} rows  {path.relative_to(OUTPUT)}")

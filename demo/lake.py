@@ -5,8 +5,8 @@ checkpoints); each commit is then back-dated (commit time, add/remove timestamps
 file mtimes) so that the history spreads over the past weeks and retention matters.
 Around them: files of failed jobs nobody committed (old and recent), ``_SUCCESS``
 markers, ``.crc`` side files, ``_change_data`` leftovers, a stray folder inside a table
-and one outside any table, and a table with deletion vectors copied from the golden
-fixtures when they are present.
+and one outside any table, and, where Delta's jars are at hand, a table with deletion vectors
+(no jars-free writer writes them) that Delta's writer wrote.
 
 Used by ``make demo``, the tests and the benchmarks.
 """
@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +28,6 @@ from lakeio.times import epoch_ms
 from lakeio.uris import decode_log_path
 
 DAY_MS = 86_400_000
-GOLDEN_DV_TABLE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden" / \
-    "dv-partitioned-with-checkpoint"
 
 
 @dataclass
@@ -52,8 +51,9 @@ def read_all_rows(table: Path) -> int:
 
 
 def build_lake(bucket_dir: Path, now_ms: int | None = None, rows_per_commit: int = 200,
-               golden_dv_table: Path | None = GOLDEN_DV_TABLE) -> Lake:
-    """Build the lake under ``bucket_dir`` (emptied first), its history ending at ``now_ms``."""
+               dv_table: Callable[[Path], None] | None = None) -> Lake:
+    """Build the lake under ``bucket_dir`` (emptied first), its history ending at ``now_ms``; ``dv_table``
+    writes a table with deletion vectors at the folder it is given (``dims/dv_flags``)."""
     now_ms = now_ms or epoch_ms()
     shutil.rmtree(bucket_dir, ignore_errors=True)
     bucket_dir.mkdir(parents=True)
@@ -87,11 +87,11 @@ def build_lake(bucket_dir: Path, now_ms: int | None = None, rows_per_commit: int
     customers = _table(lake, "customers", "dims/customers")
     _commit(customers, day(50), lambda: write_deltalake(customers, _rows(20, 50)))
 
-    if golden_dv_table is not None and golden_dv_table.is_dir():
-        dv_table = bucket_dir / "dims" / "dv_flags"
-        shutil.copytree(golden_dv_table, dv_table)
-        _touch_tree(dv_table, day(60))
-        lake.tables["dv_flags"] = dv_table
+    if dv_table is not None:
+        flags = bucket_dir / "dims" / "dv_flags"
+        dv_table(flags)
+        _touch_tree(flags, day(60))
+        lake.tables["dv_flags"] = flags
 
     _debris(lake, orders, day)
     _debris(lake, events, day)
@@ -99,6 +99,19 @@ def build_lake(bucket_dir: Path, now_ms: int | None = None, rows_per_commit: int
     _write(scratch, b"id,amount\n1,2\n", day(45))
     lake.outside_tables.add(scratch)
     return lake
+
+
+def partitioned_deletion_vectors(spark, path: Path) -> None:
+    """Delta's writer (``spark`` has its jars): 40 rows in 4 partitions, 8 files, deletion vectors on, a
+    checkpoint at version 5. Version 2 hides a row of a file that version 3 removes (a partition deleted);
+    version 6, the last, hides a row of a file that stays live. Either row stays on disk until a vacuum
+    (and, for the live file, a rewrite: REORG ... APPLY (PURGE)) has run."""
+    table = f"delta.`{path}`"
+    spark.sql(f"CREATE TABLE {table} (id INT, part INT) USING delta PARTITIONED BY (part) "
+              "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '5')")
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), CAST(id % 4 AS INT) FROM range(0, 40, 1, 2)")
+    for predicate in ("id = 0", "part = 0", "id = 21", "id = 2", "id = 23"):
+        spark.sql(f"DELETE FROM {table} WHERE {predicate}")
 
 
 def _table(lake: Lake, name: str, relative: str) -> str:

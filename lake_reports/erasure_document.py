@@ -338,13 +338,13 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
     """done: no byte remains anywhere; on_track: every remaining one is due before the deadline; at_risk: why not."""
     risks: list[str] = []
     pending: list[str] = []
-    due: list[int] = []
+    due: list[tuple[int, TableErasure]] = []
 
     def bounded_by(t: TableErasure | None, what: str) -> None:
         """``what`` waits for the vacuums of table ``t``: due by its worst case, or a risk saying why not."""
         if t is not None and t.worst_case_days is not None and not t.over_deadline:
             pending.append(what)
-            due.append(start_ms + int(t.worst_case_days * 24 * MS_PER_HOUR))
+            due.append((start_ms + int(t.worst_case_days * 24 * MS_PER_HOUR), t))
         elif t is not None and (t.problem or t.worst_case_days is None):
             risks.append(f"{what}: {t.problem or 'no vacuum run has deleted files in its table'}")
         elif t is not None:
@@ -391,11 +391,19 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
         return Verdict(VerdictStatus.AT_RISK, deadline, None, risks + [f"pending: {p}" for p in pending])
     if not pending:
         return Verdict(VerdictStatus.DONE, deadline, None, [])
-    expected = max(due)
-    if expected > deadline_ms:
-        return Verdict(VerdictStatus.AT_RISK, deadline, iso_utc(expected),
-                       [f"expected by {iso_utc(expected)}, after the deadline"] + [f"pending: {p}" for p in pending])
-    return Verdict(VerdictStatus.ON_TRACK, deadline, iso_utc(expected), [f"pending: {p}" for p in pending])
+    expected, slowest = max(due, key=lambda pair: pair[0])
+    why = f"expected by {iso_utc(expected)}{', after the deadline' if expected > deadline_ms else ''}: {_worst_case(slowest)}"
+    verdict = VerdictStatus.AT_RISK if expected > deadline_ms else VerdictStatus.ON_TRACK
+    return Verdict(verdict, deadline, iso_utc(expected), [why] + [f"pending: {p}" for p in pending])
+
+
+def _worst_case(table: TableErasure) -> str:
+    """Why a verdict's date is later than a file's "kept for time travel until": what it adds to the retention."""
+    parts = [f"retention {table.retention_hours or 0:g} h (a file's 'kept until' counts this alone)",
+             f"the next vacuum of {table.table}", f"an inventory after it ({table.inventory_lag_hours or 0:.0f} h lag)"]
+    if table.soft_deletes:
+        parts.append(f"the undo window of its purge ({table.undo_window_days or 0:g} days)")
+    return f"{table.worst_case_days or 0:.1f} days after the commit: " + ", then ".join(parts)
 
 
 def render_html(doc: EvidenceDocument) -> str:

@@ -1,4 +1,4 @@
-"""Shared fixtures: one real local Spark session for the whole run, and golden Delta tables."""
+"""Shared fixtures: one real local Spark session for the whole run, and the S3 API on moto's server."""
 
 from __future__ import annotations
 
@@ -23,21 +23,24 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else '
 # (python -m demo: 113 to 65). The session's own JVM keeps the optimizing one: over minutes, C1 ran slower.
 # Spark also compiles each new query's plan to Java bytecode (whole-stage and expression code generation):
 # worth it over millions of rows, but the tests' queries read a few rows once each, and compiling was a
-# sixth of the suite's CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU seconds,
-# python -m demo: 69 to 61). The suite's JVMs evaluate plans interpreted, which Spark's results may not
-# depend on, unless LAKE_TEST_CODEGEN=on: CI keeps Spark's default on the default environment's line, the
-# engine users run (.ci/run).
-INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" else
+# sixth of the in-process tests' CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU
+# seconds). So the session of a jars-free run evaluates plans interpreted, unless LAKE_TEST_CODEGEN=on.
+# Every process a test starts (the user's path) and every session with Delta's jars keeps Spark's default:
+# the interpreted mode is not the engine users run, and Spark 3.5 fails in it where compiled code does not
+# (decoding the rows of Catalog.listTables on a Hive metastore: "argument type mismatch").
+INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" or JARS is not None else
                " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN")
 SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC" + INTERPRETED)
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1" + INTERPRETED)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
     os.environ[name] = value
 os.environ.pop("AWS_PROFILE", None)
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "delta-golden"
+# Delta tables other writers wrote (a folder of them: Delta's own test tables, a copy of production's),
+# read by the tests marked golden beside the ones the suite writes itself; without it those are deselected.
+GOLDEN = Path(os.environ["LAKE_TEST_GOLDEN_TABLES"]) if os.environ.get("LAKE_TEST_GOLDEN_TABLES") else None
 README = Path(__file__).resolve().parents[1] / "README.md"
 # What the documentation shows a user (README, the front door, and the pages of docs/): its commands,
 # examples and SQL are run or parsed by the tests as written.
@@ -71,7 +74,8 @@ def pytest_collection_modifyitems(config, items):
     """``s3`` follows from the fixture a test uses, so the marker cannot drift. A test that needs jars
     this run's classpath lacks is skipped saying why; in CI a jars run whose fetch failed is an error.
     In CI (``LAKE_TEST_LINE``) the tests ``.ci/lines.txt`` gives to other lines are deselected, once the
-    whole collection is proven to leave no test on no line (tests.ci_lines)."""
+    whole collection is proven to leave no test on no line (tests.ci_lines). Without golden tables, the
+    tests marked golden are deselected."""
     if JARS == "" and os.environ.get("CI") and any(item.get_closest_marker(m) for item in items for m in _NEEDS):
         raise pytest.UsageError("the jars run has no jars: python -m infra.jvm_jars failed (its line is above)")
     for item in items:
@@ -85,6 +89,9 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"{what} not on the classpath: {why}"))
     if LINE:
         _select_line(config, items)
+    if GOLDEN is None:  # after the line check, which sees every test of the collection
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("golden")])
+        items[:] = [item for item in items if not item.get_closest_marker("golden")]
 
 
 def _select_line(config, items) -> None:

@@ -6,23 +6,33 @@ PySpark and the Delta jars on the classpath built last, in the user's cache fold
 tree); it builds it there first when there is none, one process at a time (a lock), so that every
 test and run of a line reads one build. ``LAKE_TEST_LAKE_CACHE=off`` builds into the test's folder.
 
+Tests that run without Delta's jars read its tables too (:func:`copy_table`: no jars-free writer
+writes deletion vectors), from a build of any Delta release: ``python -m tests.feature_lake``
+(``make feature-lake``, which ``make test`` runs first) writes one with the jars infra.jvm_jars
+fetches for this PySpark.
+
 A shallow clone's log names its source's files by absolute path: the clones are written in the copy,
 reading its clone_source, every time.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
+import inspect
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+import pytest
 
+from demo.lake import partitioned_deletion_vectors
 from lakeio import jvm_archive, uris
 from lakeio.spark import session_setting
 from tests.conftest import JARS
@@ -30,6 +40,7 @@ from tests.conftest import JARS
 HIDDEN_NESTED = "sub/_SUCCESS"  # hidden below the first segment: Delta's inventory mode deletes it, listing keeps it
 DEBRIS = ("stale-orphan.parquet", HIDDEN_NESTED)  # left in every table: what a vacuum is for
 SETTING = "LAKE_TEST_LAKE_CACHE"  # "off", or unset
+_CACHE = jvm_archive.cache_dir() / "lakes"
 
 
 def _create(spark, path: Path, columns: str = "id INT, v STRING", extra: str = "", props: dict | None = None) -> str:
@@ -167,9 +178,9 @@ def deep_clone(spark, path):
 
 # In creation order: the clones read clone_source.
 FEATURES: dict[str, Callable] = {f.__name__: f for f in (
-    deletion_vectors, merge_with_dvs, column_mapping_name, column_mapping_id, v2_checkpoint, multi_part_checkpoint,
-    row_tracking, liquid_clustering, type_widening, change_data_feed, reorg_purge, in_commit_timestamps, restored,
-    optimized, clone_source,
+    deletion_vectors, merge_with_dvs, partitioned_deletion_vectors, column_mapping_name, column_mapping_id,
+    v2_checkpoint, multi_part_checkpoint, row_tracking, liquid_clustering, type_widening, change_data_feed,
+    reorg_purge, in_commit_timestamps, restored, optimized, clone_source,
     shallow_clone, deep_clone)}
 # A shallow clone's log (its checkpoint too) names its source's files by absolute path: the clones are
 # written in each copy, reading the copy's clone_source, never cached.
@@ -193,16 +204,7 @@ def feature_lake(spark, dest: Path) -> FeatureLake:
     if os.environ.get(SETTING, "").lower() == "off":
         copied = _build(spark, dest, cached)
     else:
-        cache = jvm_archive.cache_dir() / "lakes"
-        cache.mkdir(parents=True, exist_ok=True)
-        built = cache / _key()
-        with open(cache / f"{built.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first one's build, then reads it
-            if not (built / "built.json").is_file():
-                shutil.rmtree(built, ignore_errors=True)
-                lake = _build(spark, built / "lake", cached)
-                (built / "built.json").write_text(json.dumps(
-                    {"unsupported": lake.unsupported, "rows": lake.rows, "reads": sorted(lake.reads)}))
+        built = _cached(spark, JARS)
         facts = json.loads((built / "built.json").read_text())
         shutil.copytree(built / "lake", dest)
         copied = FeatureLake(dest, facts["unsupported"], facts["rows"], frozenset(facts["reads"]))
@@ -216,10 +218,53 @@ def feature_lake(spark, dest: Path) -> FeatureLake:
                        copied.reads | again.reads | clones.reads)
 
 
-def _key() -> str:
+def copy_table(name: str, dest: Path) -> None:
+    """Table ``name`` as Delta's own writer wrote it, copied to ``dest``: for tests whose question is ours,
+    not Delta's, whatever Delta release (or none) their run has. Any cached build of this module's source
+    will do; without one the test is skipped saying how to write one (an error in CI, which writes it first)."""
+    source = _source()
+    for facts in sorted(_CACHE.glob("features-*/built.json")) if _CACHE.is_dir() else []:
+        built = json.loads(facts.read_text())
+        if built.get("source") == source and name in built["rows"]:
+            _copy_without_debris(facts.parent / "lake" / name, dest)
+            return
+    missing = (f"no feature lake with {name} in {_CACHE} written from this tests/feature_lake.py: "
+               "`make feature-lake` writes one with Delta's jars")
+    if os.environ.get("CI"):
+        raise AssertionError(missing)
+    pytest.skip(missing)
+
+
+def _copy_without_debris(table: Path, dest: Path) -> None:
+    """``table`` as Delta's writer left it: the debris the builder adds for the vacuums stays behind."""
+    debris = {left.split("/")[0] for left in DEBRIS}
+    shutil.copytree(table, dest, ignore=lambda folder, names: debris & set(names) if folder == str(table) else set())
+
+
+def _cached(spark, jars: str | None) -> Path:
+    """The cached build for this source, PySpark and Delta jars, built first when there is none."""
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    built = _CACHE / _key(jars)
+    with open(_CACHE / f"{built.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first one's build, then reads it
+        if not (built / "built.json").is_file():
+            shutil.rmtree(built, ignore_errors=True)
+            lake = _build(spark, built / "lake", [name for name in FEATURES if name not in IN_PLACE])
+            (built / "built.json").write_text(json.dumps(
+                {"source": _source(), "unsupported": lake.unsupported, "rows": lake.rows, "reads": sorted(lake.reads)}))
+    return built
+
+
+def _source() -> str:
+    """What the build writes: this module and the writer it takes from the demo."""
+    return hashlib.sha256(Path(__file__).read_bytes() + inspect.getsource(partitioned_deletion_vectors).encode()
+                          ).hexdigest()
+
+
+def _key(jars: str | None) -> str:
     """This builder's source, this PySpark, and the Delta jars it runs with."""
-    delta = sorted(os.path.basename(jar) for jar in (JARS or "").split(",") if "delta" in os.path.basename(jar))
-    identity = [hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), pyspark.__version__, *delta]
+    delta = sorted(os.path.basename(jar) for jar in (jars or "").split(",") if "delta" in os.path.basename(jar))
+    identity = [_source(), pyspark.__version__, *delta]
     return "features-" + hashlib.sha256("|".join(identity).encode()).hexdigest()[:16]
 
 
@@ -239,3 +284,31 @@ def _build(spark, root: Path, names: list[str]) -> FeatureLake:
     tables = {name: spark.read.format("delta").load(str(root / name)) for name in names if name not in unsupported}
     reads = {str(Path(uris.local_path(f)).relative_to(root)) for frame in tables.values() for f in frame.inputFiles()}
     return FeatureLake(root, unsupported, {name: frame.count() for name, frame in tables.items()}, frozenset(reads))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the cached lake with the Delta jars infra.jvm_jars fetches for this PySpark: exit 3 when no
+    Delta release is built for it (another environment must write it), 1 when they cannot be fetched."""
+    argparse.ArgumentParser(prog="python -m tests.feature_lake", description=main.__doc__).parse_args(argv)
+    from infra import jvm_jars
+    from lakeio.spark import get_spark
+
+    side = jvm_jars.for_installed_pyspark()
+    if side.delta is None:
+        print(f"tests.feature_lake: no Delta release is built for Spark {side.spark_line}", file=sys.stderr)
+        return 3
+    try:
+        jars = ",".join(str(j) for j in jvm_jars.jars(side))
+    except jvm_jars.JarsUnavailable as exc:
+        print(f"tests.feature_lake: {exc}", file=sys.stderr)
+        return 1
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--jars {jars} --driver-memory 2g pyspark-shell"
+    spark = get_spark("feature-lake", "local[2]")
+    spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")
+    built = _cached(spark, jars)
+    print(f"tests.feature_lake: {built}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

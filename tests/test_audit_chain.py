@@ -199,7 +199,7 @@ def test_the_first_runs_of_a_new_audit_table_appending_at_once_fork_at_its_start
 
 
 def test_a_vacuum_run_records_its_logs_hash_and_the_cli_names_the_edited_row(spark, tmp_path, capsys):
-    lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
+    lake = build_lake(tmp_path / "lake", rows_per_commit=20)
     inventory = inventory_of(spark, lake.bucket_dir, tmp_path)
     audit = str(tmp_path / "audit")
     tables = [lake.tables["orders"], lake.tables["events"]]

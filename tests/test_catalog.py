@@ -40,7 +40,7 @@ from lake_reports.cli import main as reports
 from tests.lakes import inventory_of
 from vacuum_jobs.cli import main as vacuum
 
-lake = build_lake(work / "lake", rows_per_commit=20, golden_dv_table=None)
+lake = build_lake(work / "lake", rows_per_commit=20)
 inventory = inventory_of(spark, lake.bucket_dir, work)
 spark.range(3).write.parquet(str(work / "plain"))
 spark.sql("CREATE DATABASE bronze")

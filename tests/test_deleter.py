@@ -228,6 +228,10 @@ def test_local_deleter_reports_each_outcome(tmp_path):
     (root / "d").mkdir(parents=True)
     present = root / "d" / "a.parquet"
     present.write_bytes(b"a")
+    checksum = root / "d" / ".a.parquet.crc"  # Hadoop's, beside a file Spark wrote: gone with it, as in Delta's VACUUM
+    checksum.write_bytes(b"crc")
+    kept = root / "d" / ".b.parquet.crc"
+    kept.write_bytes(b"crc")
     blocked = root / "d" / "blocked"
     blocked.mkdir()
     outcomes = {o.target.path: o for o in delete_local([
@@ -236,6 +240,7 @@ def test_local_deleter_reports_each_outcome(tmp_path):
         Target(f"file://{root}", f"file://{blocked}", 1, 0),  # a folder is not a file: reported, not fatal
     ], "run-1")}
     assert outcomes[f"file://{present}"].action == AuditAction.DELETED
+    assert not checksum.exists() and kept.exists()
     assert outcomes[f"file://{root}/d/never-there"].action == AuditAction.ALREADY_ABSENT
     assert outcomes[f"file://{blocked}"].action == AuditAction.FAILED and outcomes[f"file://{blocked}"].error
 

@@ -3,8 +3,8 @@
 One lake holds a table per feature this Delta version writes (deletion vectors, column mapping, v2
 and multi-part checkpoints, row tracking, clustering, type widening, change data, REORG PURGE,
 RESTORE, clones, OPTIMIZE, MERGE), each with stale debris (tests.feature_lake: built once per Delta
-version, copied here), and a copy of every golden table (where
-Delta itself refuses one, we must delete nothing from it). Every file is aged past the retention,
+version, copied here), and a copy of every table other writers wrote in LAKE_TEST_GOLDEN_TABLES where
+it is set (where Delta itself refuses one, we must delete nothing from it). Every file is aged past the retention,
 the inventory is taken (job 1, through Delta's own writer here), and at retention 0 our dry-run
 plan is compared, table by table, with Delta's ``VACUUM ... DRY RUN`` (listing) and with
 ``VACUUM ... USING INVENTORY`` fed our inventory table:
@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.delta_jars, pytest.mark.slow]
 DAY_MS = 24 * 3600 * 1000
 
 
-GOLDEN_TABLES = sorted(p.name for p in GOLDEN.iterdir() if (p / "_delta_log").is_dir()) if GOLDEN.is_dir() else []
+GOLDEN_TABLES = sorted(p.name for p in GOLDEN.iterdir() if (p / "_delta_log").is_dir()) if GOLDEN else []
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Refereed:
 
     def delta(self, spark, name: str) -> tuple[set[str], set[str]]:
         """Delta's candidates for table ``name``, by listing and from our inventory: asked when a test
-        first needs them (each VACUUM takes seconds, and CI referees the golden tables on one line only)."""
+        first needs them (each VACUUM takes seconds, and golden tables are refereed on one line only)."""
         if name not in self._delta:
             with session_setting(spark, "spark.databricks.delta.retentionDurationCheck.enabled", "false"):
                 try:
@@ -101,7 +101,7 @@ def refereed(spark, tmp_path_factory, request) -> Refereed:
     features = feature_lake(spark, bucket)  # built once per Delta version (tests.feature_lake)
     lake = Refereed(bucket, "", unsupported=dict(features.unsupported))
     built = sorted(name for name in FEATURES if name not in lake.unsupported)
-    # The golden tables this run refers (CI refers them on one line).
+    # The golden tables this run referees (on one line only: .ci/lines.txt).
     asked = {item.callspec.params.get("feature") for item in request.session.items if hasattr(item, "callspec")}
     golden = [name for name in GOLDEN_TABLES if name in asked]
     for name in golden:

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from demo.lake import GOLDEN_DV_TABLE
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lake_reports.cli import main
@@ -29,7 +28,9 @@ from lake_reports.copies import etag_kind, holder
 from lake_reports.erasure_document import COLOURS, erasure_request, erasure_requests
 from lake_reports.erasure_evidence import CommitQuestion
 from lakeio.times import epoch_ms
+from lakeio.uris import decode_log_path
 from tests.browser import chromium, headless
+from tests.feature_lake import copy_table
 from tests.lakes import vacuum
 from tests.report_schemas import assert_matches_schema
 
@@ -87,9 +88,11 @@ def lake(spark, tmp_path_factory):
     write_deltalake(str(plain), pa.table({"id": [7, 8]}))
     DeltaTable(str(plain)).delete("id = 7")  # version 1
     dv_table = bucket / "dims" / "dv_flags"
-    shutil.copytree(GOLDEN_DV_TABLE, dv_table)
-    # An export of the file version 14 gives a deletion vector: the export still holds the row.
-    shutil.copy(next((dv_table / "part=6").glob("part-00001-*.parquet")), bucket / "exports" / "dv-file-copy.parquet")
+    copy_table("partitioned_deletion_vectors", dv_table)  # demo.lake.partitioned_deletion_vectors, by Delta
+    # An export of the file version 6 gives a deletion vector: the export still holds the row.
+    last = [json.loads(line) for line in (dv_table / "_delta_log" / f"{6:020d}.json").read_text().splitlines()]
+    hidden = next(a["add"]["path"] for a in last if "add" in a and a["add"].get("deletionVector"))
+    shutil.copy(dv_table / decode_log_path(hidden), bucket / "exports" / "dv-file-copy.parquet")
     b_md5 = hashlib.md5(b.read_bytes()).hexdigest()
     noncurrent = [InventoryObject("backup/b.parquet", b.stat().st_size, 1_700_000_000_000, e_tag=b_md5,
                                   version_id="v1", is_latest=False, encryption_status="SSE-S3"),
@@ -170,9 +173,13 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
     pending = erasure_request(spark, CommitQuestion(str(lake["plain"]), lake["plain_after"]), "REQ-2", lake["audit"], lake["inventory"])
     assert [f.status for f in pending.removed_files] == ["not_vacuumed_since"]
     assert pending.verdict.status == "on_track" and pending.verdict.expected_by < pending.verdict.deadline
-    # Version 14 of the golden table hides a row of a file that is still live; version 1 hid one of a file a
-    # later commit removed for good, which now waits for a vacuum (never run on that table).
-    vectors = erasure_request(spark, CommitQuestion(str(lake["dv"]), 14), "REQ-3", lake["audit"], lake["inventory"])
+    why = pending.verdict.reasons[0]  # the date is the table's worst case, not the file's time travel alone
+    assert why.startswith(f"expected by {pending.verdict.expected_by}: ") and "'kept until' counts this alone" in why
+    assert "then the next vacuum of" in why and "then an inventory after it" in why
+    # Version 6 of the deletion-vector table hides a row of a file that is still live; version 2 hid one of a
+    # file a later commit removed for good, which, asked eight days on (past the table's retention of seven),
+    # waits for a vacuum (never run on that table).
+    vectors = erasure_request(spark, CommitQuestion(str(lake["dv"]), 6), "REQ-3", lake["audit"], lake["inventory"])
     assert [(v.rows_hidden, v.status) for v in vectors.deletion_vectors] == [(1, "live_soft_deleted")]
     assert not vectors.removed_files and vectors.verdict.status == "at_risk"
     export = _uri(lake["bucket"] / "exports" / "dv-file-copy.parquet")
@@ -181,7 +188,8 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
         "1 deleted row(s) stay on disk in 1 live file(s) behind deletion vectors until the files are rewritten: "
         f"REORG TABLE delta.`{_uri(lake['dv'])}` APPLY (PURGE), then a vacuum past the retention",
         f"1 cop(ies) outside any table, which no vacuum erases: {export}"]
-    rewritten = erasure_request(spark, CommitQuestion(str(lake["dv"]), 1), "REQ-4", lake["audit"], lake["inventory"])
+    rewritten = erasure_request(spark, CommitQuestion(str(lake["dv"]), 2), "REQ-4", lake["audit"], lake["inventory"],
+                                now_ms=epoch_ms() + 8 * 24 * 3_600_000)
     assert [(v.rows_hidden, v.status) for v in rewritten.deletion_vectors] == [(1, "not_vacuumed_since")]
     assert rewritten.verdict.status == "at_risk" and "no vacuum run has deleted files in this table" in \
         rewritten.verdict.reasons[0] and "REORG" not in "".join(rewritten.verdict.reasons)
@@ -193,7 +201,7 @@ def test_many_requests_in_one_run_get_the_documents_each_gets_alone(spark, lake,
     """One pass for all: the same documents as one run each, a refused request named, the rest written."""
     now = epoch_ms()
     asked = [("REQ-1", CommitQuestion(str(lake["plain"]), 1)), ("REQ-2", CommitQuestion(str(lake["plain"]), lake["plain_after"])),
-             ("REQ-3", CommitQuestion(str(lake["dv"]), 14)), ("REQ-4", CommitQuestion(str(lake["orders"]), 2)),
+             ("REQ-3", CommitQuestion(str(lake["dv"]), 6)), ("REQ-4", CommitQuestion(str(lake["orders"]), 2)),
              ("REQ-5", CommitQuestion(str(lake["plain"]), 0)), ("REQ-6", CommitQuestion(str(lake["plain"]), 99))]
     batch = erasure_requests(spark, asked, lake["audit"], lake["inventory"], now_ms=now)
     assert [d.request_id for d in batch.documents] == ["REQ-1", "REQ-2", "REQ-3", "REQ-4"] and not batch.ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -9,17 +10,20 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.gates import parse_interval_hours
 from lakeio.deltalog.keep import _Z85, dv_relative_path, dv_relative_path_col, hidden, hidden_pattern, z85_decode
-from tests.conftest import GOLDEN
+from tests.feature_lake import copy_table
 
 
-@pytest.mark.golden
-def test_z85_matches_the_golden_deletion_vector_files():
-    table = GOLDEN / "dv-partitioned-with-checkpoint"
-    if not table.is_dir():
-        pytest.skip("golden fixtures not present")
-    assert dv_relative_path("Zcq?bs*HKQWCB[Sjf[.o") == "deletion_vector_be3f06b1-59b3-4537-b5de-554c3bb2fad9.bin"
-    assert (table / dv_relative_path("Zcq?bs*HKQWCB[Sjf[.o")).exists()
-    assert dv_relative_path("ab" + "Zcq?bs*HKQWCB[Sjf[.o") == "ab/deletion_vector_be3f06b1-59b3-4537-b5de-554c3bb2fad9.bin"
+def test_z85_names_the_deletion_vector_files_delta_wrote(tmp_path):
+    table = tmp_path / "dv"
+    copy_table("partitioned_deletion_vectors", table)  # Delta's writer (tests.feature_lake)
+    vectors = [action["add"]["deletionVector"] for commit in sorted((table / "_delta_log").glob("*.json"))
+               for action in map(json.loads, commit.read_text().splitlines())
+               if "add" in action and action["add"].get("deletionVector")]
+    assert vectors and {v["storageType"] for v in vectors} == {"u"}
+    names = {dv_relative_path(v["pathOrInlineDv"]) for v in vectors}
+    assert names == {p.name for p in table.glob("deletion_vector_*.bin")}
+    first = vectors[0]["pathOrInlineDv"]
+    assert dv_relative_path("ab" + first) == "ab/" + dv_relative_path(first)  # a random prefix is a folder
     with pytest.raises(ValueError):
         z85_decode("1234")
 

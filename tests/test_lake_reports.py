@@ -7,7 +7,7 @@ The lake (bucket ``lake``), built with ``deltalake`` plus files written here:
   plus a 700 B noncurrent version of it), a recent orphan (3,000 B) and ``_SUCCESS``;
 - ``events`` (retention 1 hour): C, then an overwrite with D (C becomes reclaimable two
   hours later; D is in STANDARD_IA); ``events/inner`` is a nested table with E;
-- ``flags``: the golden deletion-vector table;
+- ``flags``: a table with deletion vectors, as Delta's writer wrote it (tests.feature_lake);
 - ``exports/report.csv`` (5,000 B, in no table) and ``exports/old.csv``: a delete marker
   over a 400 B GLACIER noncurrent version.
 
@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -39,12 +38,13 @@ from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
 from lakeio.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.browser import chromium, headless
-from tests.conftest import GOLDEN, documentation
+from tests.conftest import documentation
+from tests.feature_lake import copy_table
 from tests.lakes import now_ms, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 
-pytestmark = [pytest.mark.slow, pytest.mark.golden]  # every test reads the module's lake, golden table included
+pytestmark = pytest.mark.slow
 
 DAY_MS = 24 * MS_PER_HOUR
 PRICES = {"STANDARD": 2.0, "STANDARD_IA": 1.0, "GLACIER": 0.5}
@@ -91,9 +91,7 @@ def lake(spark, tmp_path_factory):
     d = _new_file(events, set())
     write_deltalake(str(inner), pa.table({"v": ["e"]}))
     e = _new_file(inner, set())
-    if not (GOLDEN / "dv-partitioned-with-checkpoint").is_dir():
-        pytest.skip(f"golden fixtures not found at {GOLDEN}")
-    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", flags)
+    copy_table("partitioned_deletion_vectors", flags)
     report = _write(bucket / "exports" / "report.csv", 5000, 10 * DAY_MS, now)
 
     objects = [dataclasses.replace(o, storage_class="STANDARD_IA") if o.key == f"events/{d.name}" else o

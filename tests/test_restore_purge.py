@@ -344,7 +344,7 @@ def _run_history(table: Path, before: dict[int, int]) -> tuple[dict[str, bytes],
 
 
 def test_trash_round_trip_on_local_files(spark, tmp_path):
-    lake = build_lake(tmp_path / "lake", rows_per_commit=20, golden_dv_table=None)
+    lake = build_lake(tmp_path / "lake", rows_per_commit=20)
     orders, events = lake.tables["orders"], lake.tables["events"]
     before = {t: (_files(t), _every_version(t)) for t in (orders, events)}
     inventory, audit, trash = inventory_of(spark, lake.bucket_dir, tmp_path), str(tmp_path / "audit"), tmp_path / "trash"

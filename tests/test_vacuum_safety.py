@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote
@@ -20,7 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
-from tests.conftest import GOLDEN
+from tests.feature_lake import copy_table
 from tests.lakes import by_table, inventory_of
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import STEP_PLANNING, STEP_RECHECK, BatchVacuum, VacuumOptions
@@ -68,10 +67,7 @@ def _with_uniform_iceberg(action: dict) -> dict:
     return action
 
 
-@pytest.mark.golden
 def test_a_lake_of_traps(spark, tmp_path):
-    if not GOLDEN.is_dir():
-        pytest.skip("golden fixtures not present")
     bucket = tmp_path / "lake"
     healthy = _table(bucket / "healthy", 2)
     orphans = {_orphan(healthy)}
@@ -100,13 +96,16 @@ def test_a_lake_of_traps(spark, tmp_path):
     orphans.add(_orphan(clone))
 
     # 2. A multi-part checkpoint whose second part is corrupt, on a cluster that ignores corrupt files.
+    # Both written by Delta's writer (tests.feature_lake).
     multipart = bucket / "multipart"
-    shutil.copytree(GOLDEN / "multi-part-checkpoint", multipart)
-    (multipart / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet").write_bytes(b"PAR1junk")
-    # ... and a v2 checkpoint whose second sidecar vanished.
+    copy_table("multi_part_checkpoint", multipart)
+    corrupt = sorted((multipart / "_delta_log").glob("*.checkpoint.0000000002.*.parquet"))[-1]
+    corrupt.write_bytes(b"PAR1junk")
+    # ... and a v2 checkpoint whose newest sidecar vanished.
     sidecarless = bucket / "sidecarless"
-    shutil.copytree(GOLDEN / "v2-checkpoint-json", sidecarless)
-    next((sidecarless / "_delta_log" / "_sidecars").glob("*.0000000002.0000000002.*.parquet")).unlink()
+    copy_table("v2_checkpoint", sidecarless)
+    vanished = sorted((sidecarless / "_delta_log" / "_sidecars").glob("*.parquet"))[-1]
+    vanished.unlink()
 
     # 6. A checkpoint-only table whose checkpoint cannot be read.
     checkpoint_only = _table(bucket / "checkpoint_only", 3)
@@ -164,8 +163,8 @@ def test_a_lake_of_traps(spark, tmp_path):
         assert report[name]["counts"]["candidate_files"] == report[name]["counts"]["deleted_files"] == 1, name
         assert report[name]["counts"]["missing_files"] == 0, name
     refusals = {
-        "multipart": "00000000000000000001.checkpoint.0000000002.0000000002.parquet",
-        "sidecarless": ".0000000002.0000000002.",
+        "multipart": corrupt.name,
+        "sidecarless": vanished.name,
         "checkpoint_only": "cannot read a log file",
         "percent": "'100%.parquet': malformed percent escape",
         "unknown_dv": "unknown deletion vector storage type 'x'",

@@ -27,6 +27,7 @@ timeout whose request did land is harmless.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -175,8 +176,9 @@ def _task_log(message: str) -> None:
 
 
 def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = None) -> Iterator[Outcome]:
-    """Remove local files (or move them into ``trash``), then the folders they leave empty (never
-    the table root itself). Each is noted in the run's journal first: see :class:`DeleteJournal`."""
+    """Remove local files (or move them into ``trash``) with their checksum side files, then the folders
+    they leave empty (never the table root itself). Each is noted in the run's journal first: see
+    :class:`DeleteJournal`."""
     journals: dict[str, DeleteJournal] = {}
     for target in targets:
         local = uris.local_path(target.path)
@@ -200,8 +202,18 @@ def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = Non
         except OSError as exc:
             yield Outcome(target, AuditAction.FAILED, f"{type(exc).__name__}: {exc}", epoch_ms())
             continue
+        _remove_checksum(local)
         yield Outcome(target, AuditAction.DELETED, None, epoch_ms(), trash_path=moved)
         prune_empty_folders(os.path.dirname(local), uris.local_path(target.table_root))
+
+
+def _remove_checksum(local: str) -> None:
+    """Hadoop's checksum of a local file (``.<name>.crc`` beside it, written when Spark wrote the file),
+    which Hadoop's file system, and so Delta's VACUUM, deletes with the file: hidden, no vacuum plans it,
+    so left here it would stay for good. One that cannot be removed costs nothing but its bytes."""
+    folder, name = os.path.split(local)
+    with contextlib.suppress(OSError):
+        os.remove(os.path.join(folder, f".{name}.crc"))
 
 
 class DeleteJournal:
