@@ -44,18 +44,17 @@ test: $(STAMP)
 	$(MAKE) test-jars
 
 # The lake of tables Delta's own writer writes (tests/feature_lake.py), cached once per Delta release in
-# ~/.cache/lake-housekeeping/lakes: the jars-free tests read it too. Written with this environment's
-# Delta jars, or the default environment's where no Delta release is built for this Spark (exit 3); a
-# fetch that fails is one line, and the tests that read it say why they skip.
+# ~/.cache/lake-housekeeping/lakes: the jars-free tests read it too. Written with this environment's Delta
+# jars; where no Delta release is built for its Spark (exit 3), by the default environment (test-newest).
+# A fetch that fails is one line, and the tests that read the lake say why they skip.
 feature-lake: $(STAMP)
-	@$(PY) -m tests.feature_lake; status=$$?; \
-	  if [ $$status = 3 ]; then $(MAKE) feature-lake VENV=.venv PIP_CONSTRAINTS=constraints/default.txt; \
-	  elif [ $$status != 0 ]; then echo "make feature-lake: not written (the line above says why)"; fi
+	@$(PY) -m tests.feature_lake || [ $$? = 3 ] || echo "make feature-lake: not written (the line above says why)"
 
 test-jars: $(STAMP)
 	@jars=$$($(PY) -m infra.jvm_jars) || jars=; LAKE_TEST_JARS="$$jars" $(PY) -m pytest -q -m "$(JARS_MARKERS)"
 
 test-newest:
+	$(MAKE) feature-lake
 	$(MAKE) test VENV=.venv-newest PIP_CONSTRAINTS=
 
 test-lowest:

@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
 
     side = jvm_jars.for_installed_pyspark()
     if side.delta is None:
-        print(f"tests.feature_lake: no Delta release is built for Spark {side.spark_line}", file=sys.stderr)
+        print(f"tests.feature_lake: no Delta release is built for Spark {side.spark_line}: the tests read a lake "
+              "another environment wrote (make test-newest: the default one)", file=sys.stderr)
         return 3
     try:
         jars = ",".join(str(j) for j in jvm_jars.jars(side))
