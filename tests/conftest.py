@@ -23,7 +23,7 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else '
 # (python -m demo: 113 to 65). The session's own JVM keeps the optimizing one: over minutes, C1 ran slower.
 # Spark also compiles each new query's plan to Java bytecode (whole-stage and expression code generation):
 # worth it over millions of rows, but the tests' queries read a few rows once each, and compiling was a
-# sixth of the in-process tests' CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU
+# seventh of the in-process tests' CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU
 # seconds). So the session of a jars-free run evaluates plans interpreted, unless LAKE_TEST_CODEGEN=on.
 # Every process a test starts (the user's path) and every session with Delta's jars keeps Spark's default:
 # the interpreted mode is not the engine users run, and Spark 3.5 fails in it where compiled code does not

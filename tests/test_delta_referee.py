@@ -65,7 +65,7 @@ class Refereed:
 
     def delta(self, spark, name: str) -> tuple[set[str], set[str]]:
         """Delta's candidates for table ``name``, by listing and from our inventory: asked when a test
-        first needs them (each VACUUM takes seconds, and golden tables are refereed on one line only)."""
+        first needs them (each VACUUM takes seconds, and a test asks for one table's)."""
         if name not in self._delta:
             with session_setting(spark, "spark.databricks.delta.retentionDurationCheck.enabled", "false"):
                 try:
@@ -101,7 +101,7 @@ def refereed(spark, tmp_path_factory, request) -> Refereed:
     features = feature_lake(spark, bucket)  # built once per Delta version (tests.feature_lake)
     lake = Refereed(bucket, "", unsupported=dict(features.unsupported))
     built = sorted(name for name in FEATURES if name not in lake.unsupported)
-    # The golden tables this run referees (on one line only: .ci/lines.txt).
+    # The golden tables this run referees (LAKE_TEST_GOLDEN_TABLES).
     asked = {item.callspec.params.get("feature") for item in request.session.items if hasattr(item, "callspec")}
     golden = [name for name in GOLDEN_TABLES if name in asked]
     for name in golden:
