@@ -245,6 +245,21 @@ def test_local_deleter_reports_each_outcome(tmp_path):
     assert outcomes[f"file://{blocked}"].action == AuditAction.FAILED and outcomes[f"file://{blocked}"].error
 
 
+def test_the_checksums_hadoop_wrote_go_with_their_files_on_both_local_paths(spark, tmp_path):
+    """Spark writing through Hadoop's local file system leaves ``.<name>.crc`` beside each file: the
+    executors' deletes and the driver's Hadoop deletes both take it along, as Delta's VACUUM does."""
+    for way in ("executors", "hadoop"):
+        table = tmp_path / way
+        spark.range(4).repartition(2).write.parquet(str(table / "data"))
+        files = sorted((table / "data").glob("part-*.parquet"))
+        assert files and all((f.parent / f".{f.name}.crc").exists() for f in files)  # what Hadoop wrote
+        targets = [Target(f"file://{table}", f"file://{f}", f.stat().st_size, 0) for f in files]
+        deleted = (delete_local(targets, "run-1") if way == "executors"
+                   else delete_with_hadoop(Storage(spark), targets, "run-1"))
+        assert {o.action for o in deleted} == {AuditAction.DELETED}
+        assert not [p.name for p in (table / "data").glob(".part-*.crc")], way
+
+
 def test_a_retried_delete_task_records_what_its_lost_attempt_deleted(tmp_path):
     """A task attempt deletes, then is lost (its executor dies): its outcomes never reach the
     driver. The retry finds those files gone; they are this run's deletes, not already absent."""
