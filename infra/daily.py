@@ -18,6 +18,7 @@ import shlex
 import sys
 from dataclasses import MISSING, dataclass, fields
 from datetime import date, datetime, timezone
+from typing import Any
 
 import yaml
 
@@ -110,7 +111,7 @@ def daily_steps(settings: DailySettings, day: str) -> list[Step]:
     return steps
 
 
-def emr_steps(settings: DailySettings, day: str) -> list[dict]:
+def emr_steps(settings: DailySettings, day: str) -> list[dict[str, Any]]:
     """EMR ``add-steps`` JSON: a failed ingestion cancels the rest; the vacuum steps never block each other."""
     return [
         {

@@ -15,6 +15,7 @@ import json
 import re
 import sys
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -35,7 +36,7 @@ class Change:
 
 
 def inventory_configuration(config_id: str, destination_bucket: str, prefix: str, all_versions: bool,
-                            account_id: str) -> dict:
+                            account_id: str) -> dict[str, Any]:
     """The configuration in the shape of S3's PutBucketInventoryConfiguration API."""
     return {
         "Id": config_id,
@@ -57,7 +58,7 @@ def statement_id(prefix: str) -> str:
     return "S3InventoryDelivery" + re.sub(r"[^A-Za-z0-9]", "", prefix)
 
 
-def delivery_statement(destination_bucket: str, prefix: str, source_buckets: list[str], account_id: str) -> dict:
+def delivery_statement(destination_bucket: str, prefix: str, source_buckets: list[str], account_id: str) -> dict[str, Any]:
     """Lets S3 write inventory reports of ``source_buckets`` (of this account) under the prefix, and nothing else."""
     return {
         "Sid": statement_id(prefix),
@@ -75,7 +76,7 @@ def delivery_statement(destination_bucket: str, prefix: str, source_buckets: lis
 class InventorySetup:
     """Reads, compares and (unless ``dry_run``) writes; one change record per resource."""
 
-    def __init__(self, s3, account_id: str, dry_run: bool = False):
+    def __init__(self, s3: Any, account_id: str, dry_run: bool = False):
         self.s3 = s3
         self.account_id = account_id
         self.dry_run = dry_run
@@ -93,7 +94,7 @@ class InventorySetup:
             changes.append(self._allow_delivery(destination_bucket, prefix, configured))
         return changes
 
-    def _configure(self, bucket, destination_bucket, prefix, config_id, all_versions) -> Change:
+    def _configure(self, bucket: str, destination_bucket: str, prefix: str, config_id: str, all_versions: bool) -> Change:
         resource = f"s3://{bucket} inventory configuration {config_id}"
         desired = inventory_configuration(config_id, destination_bucket, prefix, all_versions, self.account_id)
         try:
@@ -140,31 +141,34 @@ class InventorySetup:
             self._regions[bucket] = location or "us-east-1"  # S3 answers null for us-east-1
         return self._regions[bucket]
 
-    def _current_configuration(self, bucket: str, config_id: str) -> dict | None:
+    def _current_configuration(self, bucket: str, config_id: str) -> dict[str, Any] | None:
         try:
-            return self.s3.get_bucket_inventory_configuration(Bucket=bucket, Id=config_id)["InventoryConfiguration"]
+            found: dict[str, Any] = self.s3.get_bucket_inventory_configuration(Bucket=bucket, Id=config_id)[
+                "InventoryConfiguration"]
+            return found
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "NoSuchInventoryConfig":
                 return None
             raise
 
-    def _current_policy(self, bucket: str) -> dict:
+    def _current_policy(self, bucket: str) -> dict[str, Any]:
         try:
-            return json.loads(self.s3.get_bucket_policy(Bucket=bucket)["Policy"])
+            policy: dict[str, Any] = json.loads(self.s3.get_bucket_policy(Bucket=bucket)["Policy"])
+            return policy
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "NoSuchBucketPolicy":
                 return {"Version": "2012-10-17", "Statement": []}
             raise
 
 
-def _same_configuration(current: dict, desired: dict) -> bool:
-    def normal(config: dict) -> dict:
+def _same_configuration(current: dict[str, Any], desired: dict[str, Any]) -> bool:
+    def normal(config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "OptionalFields": sorted(config.get("OptionalFields", []))}
 
     return normal(current) == normal(desired)
 
 
-def _as_lists(value):
+def _as_lists(value: Any) -> Any:
     """A policy with every string made a one-element list and lists sorted (IAM treats them alike)."""
     if isinstance(value, dict):
         return {k: _as_lists(v) for k, v in value.items() if k != "Sid"} | {"Sid": value.get("Sid")}

@@ -11,6 +11,8 @@ import re
 import sys
 import time
 
+from pyspark.sql import SparkSession
+
 from inventory_etl.discovery import LOOKBACK_DAYS, discover
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     return report_out(spark, result, args.report)
 
 
-def _migrate(spark, source: str, target: str) -> int:
+def _migrate(spark: SparkSession, source: str, target: str) -> int:
     try:
         written = migrate(spark, source, target)
     except Exception as exc:  # an unreadable source, a target that is not ours: said, not raised

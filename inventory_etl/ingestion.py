@@ -43,7 +43,7 @@ from lakeio.delta_write import (
 )
 from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from lakeio.spark import check_workers
-from lakeio.steps import Steps
+from lakeio.steps import Step, Steps
 from lakeio.storage import Storage
 from lakeio.tasks import by_key
 from lakeio.text import StrEnum, first_line, human_bytes
@@ -242,7 +242,7 @@ class IngestInventory:
         return result
 
     def _load_manifests(self, manifest_uris: list[str], result: IngestResult) -> list[Manifest]:
-        self.progress.begin("reading", f"reading {len(manifest_uris)} manifest(s)")
+        self.progress.begin(Step.READING_MANIFESTS, f"reading {len(manifest_uris)} manifest(s)")
         loaded = []
         for uri in manifest_uris:
             try:
@@ -301,7 +301,7 @@ class IngestInventory:
         existed is asked for its manifest (and holds a claim once re-ingested)."""
         if not manifests:
             return manifests
-        self.progress.begin("checking", f"checking which deliveries {self.inventory_table} holds")
+        self.progress.begin(Step.CHECKING_HELD, f"checking which deliveries {self.inventory_table} holds")
         keys = [_partition_key(m) for m in manifests]
         claims = held_claims(self.inventory_table, PARTITION_COLUMNS, keys)
         unclaimed = set(keys) - set(claims) if not self.allow_older else set()
@@ -379,7 +379,7 @@ class IngestInventory:
         if not manifests:
             return []
         what = "sizes and MD5 sums" if self.verify_checksums else "sizes"
-        self.progress.begin("verifying", f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
+        self.progress.begin(Step.VERIFYING, f"verifying {what} of {sum(len(m.files) for m in manifests)} data file(s)")
         problems = verify_data_files(self.spark, manifests, check_md5=self.verify_checksums)
         for manifest in manifests:
             if manifest.uri in problems:
@@ -403,7 +403,7 @@ class IngestInventory:
         """One aggregate over all deliveries; per delivery only if that one fails, to find the culprit."""
         if not accepted:
             return []
-        self.progress.begin("validating", f"validating rows of {len(accepted)} deliver{'y' if len(accepted) == 1 else 'ies'}")
+        self.progress.begin(Step.VALIDATING, f"validating rows of {len(accepted)} deliver{'y' if len(accepted) == 1 else 'ies'}")
         try:
             stats = self._row_stats(accepted)
         except Exception:
@@ -482,7 +482,7 @@ class IngestInventory:
         if not accepted:
             return
         partitions = sorted({_partition_key(a.manifest) for a in accepted})
-        self.progress.begin("writing", f"writing {len(partitions)} partition(s) to {self.inventory_table}")
+        self.progress.begin(Step.WRITING, f"writing {len(partitions)} partition(s) to {self.inventory_table}")
         rows = _union([a.rows for a in accepted]).drop(PROBLEM, SOURCE_FILE)
         try:
             expired = [p for p in self._expired(partitions) if p not in partitions]

@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
+from typing import Any
 
 from lakeio import uris
 from lakeio.errors import HousekeepingError
@@ -149,28 +150,29 @@ def parse_file_schema(uri: str, file_format: str, schema: str) -> tuple[str, ...
     return tuple(names)
 
 
-def _file_format(uri: str, value) -> str:
+def _file_format(uri: str, value: object) -> str:
     for known in FORMATS:
         if isinstance(value, str) and value.lower() == known.lower():
             return known
     raise DeliveryError(uri, f"unknown fileFormat {value!r} (expected CSV, ORC or Parquet)")
 
 
-def _text(uri: str, doc: dict, field: str) -> str:
+def _text(uri: str, doc: dict[str, Any], field: str) -> str:
     value = doc.get(field)
     if not isinstance(value, str) or not value:
         raise DeliveryError(uri, f"field {field!r} must be a non-empty string, got {value!r}")
     return value
 
 
-def _list(uri: str, doc: dict, field: str) -> list:
+def _list(uri: str, doc: dict[str, Any], field: str) -> list[Any]:
     value = doc.get(field)
     if not isinstance(value, list):
         raise DeliveryError(uri, f"field {field!r} must be a list, got {type(value).__name__}")
     return value
 
 
-def _data_file(uri, index, entry, source_bucket, config_id, config_root, destination_bucket) -> DataFile:
+def _data_file(uri: str, index: int, entry: object, source_bucket: str, config_id: str, config_root: str,
+               destination_bucket: str) -> DataFile:
     if not isinstance(entry, dict):
         raise DeliveryError(uri, f"files[{index}] is not an object")
     missing = [f for f in ("key", "size", "MD5checksum") if f not in entry]
@@ -203,7 +205,7 @@ def resolve_data_file(key: str, source_bucket: str, config_id: str, config_root:
     return f"s3://{destination_bucket}/{key}"
 
 
-def _creation_timestamp(uri: str, doc: dict) -> int | None:
+def _creation_timestamp(uri: str, doc: dict[str, Any]) -> int | None:
     value = doc.get("creationTimestamp")
     if value is None:
         return None

@@ -22,7 +22,7 @@ def migrate(spark: SparkSession, source: str, target: str) -> WriteResult:
     """Every current row of ``source`` into ``target`` (new, or an earlier copy), in today's layout,
     one row per object: readers merge only what two configurations delivered, since ingestion now
     refuses a delivery that lists an object twice."""
-    if uris.canonical(uris.to_uri(source)) == uris.canonical(uris.to_uri(target)):
+    if uris.canonical(source) == uris.canonical(target):
         raise ValueError(f"{source}: copy it into a new table, not into itself")
     rows = read_delta(spark, source)
     present = set(rows.columns)

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 from urllib.parse import quote_plus
 
 import pyarrow as pa
@@ -29,7 +30,9 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 # (CSV header name, snake_case name, arrow type) in the order S3 writes them.
-FIELDS = [
+# (the header S3 gives a field, our column name, its Arrow type)
+Field = tuple[str, str, pa.DataType]
+FIELDS: list[Field] = [
     ("Bucket", "bucket", pa.string()),
     ("Key", "key", pa.string()),
     ("VersionId", "version_id", pa.string()),
@@ -123,12 +126,12 @@ def objects_in_folder(bucket_dir: str) -> list[InventoryObject]:
     return found
 
 
-def _chunks(items: list, size: int) -> Iterable[list]:
+def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
     for start in range(0, max(len(items), 1), size):
         yield items[start:start + size]
 
 
-def _table(bucket: str, objects: Sequence[InventoryObject], fields) -> pa.Table:
+def _table(bucket: str, objects: Sequence[InventoryObject], fields: Sequence[Field]) -> pa.Table:
     columns = {
         "bucket": [bucket] * len(objects),
         "last_modified_date": [o.last_modified_ms for o in objects],
@@ -139,7 +142,7 @@ def _table(bucket: str, objects: Sequence[InventoryObject], fields) -> pa.Table:
     return pa.table({name: pa.array(columns[name], type=dtype) for _, name, dtype in fields})
 
 
-def _encode(table: pa.Table, fields, file_format: str) -> bytes:
+def _encode(table: pa.Table, fields: Sequence[Field], file_format: str) -> bytes:
     buffer = io.BytesIO()
     if file_format == "Parquet":
         pq.write_table(table, buffer, compression="snappy")
@@ -154,7 +157,7 @@ def _encode(table: pa.Table, fields, file_format: str) -> bytes:
     return buffer.getvalue()
 
 
-def _csv_lines(table: pa.Table, fields) -> str:
+def _csv_lines(table: pa.Table, fields: Sequence[Field]) -> str:
     """No header; every field quoted; keys URL-encoded with ``+`` for a space, as S3 does."""
     lines = []
     for row in table.to_pylist():
@@ -175,7 +178,7 @@ def _csv_lines(table: pa.Table, fields) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _file_schema(fields, file_format: str) -> str:
+def _file_schema(fields: Sequence[Field], file_format: str) -> str:
     if file_format == "CSV":
         return ", ".join(header for header, _, _ in fields)
     if file_format == "ORC":

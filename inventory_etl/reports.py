@@ -25,8 +25,11 @@ from inventory_etl.manifest import DeliveryError, Manifest
 from lakeio import uris
 from lakeio.inventory import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
 from lakeio.text import first_line
+from lakeio.times import hours_ms
 
 PROBLEM = "_problem"
+# A check of a report row: where the condition holds, the row has this problem (a text, or a column of one).
+Check = tuple[Column, "str | Column"]
 SOURCE_FILE = "_file"
 _NULL_SENTINEL = "\u0000"  # so that only a missing CSV field reads as null, never ""
 
@@ -79,7 +82,7 @@ def _read_columnar(spark: SparkSession, manifest: Manifest, paths: list[str]) ->
 
 
 _JVM_ZONE = "_jvm_zone"
-_HOURS_3 = 3 * 3_600_000
+_HOURS_3 = hours_ms(3)
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "Etc/GMT", "UCT", "Etc/UCT", "Universal", "Zulu")
 
 
@@ -140,7 +143,7 @@ def _read_csv(spark: SparkSession, manifest: Manifest, paths: list[str]) -> Data
         .option("mode", "PERMISSIVE")
         .csv(paths)
     )
-    checks = [
+    checks: list[Check] = [
         (F.col(raw_names[width]).isNotNull(), "more fields than fileSchema"),
         (F.col(raw_names[width - 1]).isNull(), "fewer fields than fileSchema"),
     ]
@@ -178,7 +181,7 @@ def _typed(sql: str, name: str, read_as: DataType = _TEXT) -> Column:
     return cast
 
 
-def _with_problems(df: DataFrame, manifest: Manifest, earlier: list) -> DataFrame:
+def _with_problems(df: DataFrame, manifest: Manifest, earlier: list[Check]) -> DataFrame:
     marker = F.coalesce(F.col("is_delete_marker"), F.lit(False)) if "is_delete_marker" in df.columns else F.lit(False)
     checks = earlier + [
         (F.col("bucket").isNull() | F.col("key").isNull(), "row without bucket or key"),
@@ -190,7 +193,7 @@ def _with_problems(df: DataFrame, manifest: Manifest, earlier: list) -> DataFram
     return df.withColumn(PROBLEM, _first_problem(checks))
 
 
-def _first_problem(checks: list) -> Column:
+def _first_problem(checks: list[Check]) -> Column:
     expr = F.lit(None).cast("string")
     for condition, message in reversed(checks):
         label = message if isinstance(message, Column) else F.lit(message)

@@ -12,9 +12,13 @@ also serves clusters whose S3 access exists only there.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
 
 from inventory_etl.manifest import DeliveryError, Manifest
 from lakeio import uris
@@ -68,17 +72,19 @@ def _measure_size(storage: Storage, uri: str) -> _Measured:
 
 def _s3_endpoint(spark: SparkSession) -> str | None:
     """The S3-compatible endpoint the cluster set for S3A (MinIO, a VPC endpoint, ...), if any."""
-    return spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.endpoint")
+    endpoint: str | None = spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.endpoint")
+    return endpoint
 
 
-def _open(uri: str, s3_endpoint: str | None):
+def _open(uri: str, s3_endpoint: str | None) -> tuple[FileSystem, str]:
     from pyarrow import fs
 
     scheme = uris.scheme_of(uri)
     if scheme in ("s3", "s3a", "s3n") and s3_endpoint:
         return fs.S3FileSystem(endpoint_override=s3_endpoint), uri.split("://", 1)[1]
     plain = "s3" + uri[len(scheme):] if scheme in ("s3a", "s3n") else uri
-    return fs.FileSystem.from_uri(quote(plain, safe=":/"))  # Arrow parses a URI: escape [ ] { } and spaces
+    filesystem, path = fs.FileSystem.from_uri(quote(plain, safe=":/"))  # Arrow parses a URI: escape [ ] { } and spaces
+    return filesystem, str(path)
 
 
 def _measure_md5(uri: str, s3_endpoint: str | None) -> _Measured:

@@ -50,10 +50,10 @@ from lakeio.inventory import (
     read_inventory,
 )
 from lakeio.spark import check_workers
-from lakeio.steps import Steps
+from lakeio.steps import Step, Steps
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, human_bytes, shorten
-from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
+from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ class Chargeback:
     def execute(self) -> ChargebackResult:
         started = time.monotonic()
         self.progress.restart()
-        self.progress.begin("the inventory", "reading the inventory and finding its Delta tables")
+        self.progress.begin(Step.READING_INVENTORY, "reading the inventory and finding its Delta tables")
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         try:
             inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date)
@@ -340,7 +340,7 @@ class Chargeback:
         return result
 
     def _replay_logs(self, roots: list[TableRoot], result: ChargebackResult) -> Replay:
-        self.progress.begin("reading the logs", f"replaying {len(roots)} log(s)")
+        self.progress.begin(Step.READING_LOGS, f"replaying {len(roots)} log(s)")
         replay = read_unsure_too(self.spark, Storage(self.spark), roots)
         result.unreadable.update(replay.failures)
         return replay
@@ -357,14 +357,14 @@ class Chargeback:
                 result.unreadable[root] = f"delta.deletedFileRetentionDuration: {exc}"
                 continue
             try:
-                policies.append(TablePolicy.for_state(state, now_ms - int(hours * MS_PER_HOUR)))
+                policies.append(TablePolicy.for_state(state, cutoff_ms(now_ms, hours)))
             except ValueError as exc:
                 result.unreadable[root] = str(exc)
         return policies
 
     def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay,
                now_ms: int) -> list[Cell]:
-        self.progress.begin("splitting", "splitting every object by table, category and storage class")
+        self.progress.begin(Step.SPLITTING, "splitting every object by table, category and storage class")
         tables = policy_frame(self.spark, policies)
         files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
         owned = with_owner(rows, roots).join(F.broadcast(tables), "table_root", "left")
@@ -410,7 +410,7 @@ class Chargeback:
         cells (not read again), the earlier dates' read from the inventory."""
         since = day - timedelta(days=self.options.trend_days)
         earlier = sorted(d for d in dates if since <= d < day)
-        self.progress.begin("trend", f"trend over {len(earlier) + 1} inventory date(s) since {min(earlier, default=day)}")
+        self.progress.begin(Step.TREND, f"trend over {len(earlier) + 1} inventory date(s) since {min(earlier, default=day)}")
         today: dict[tuple[str, str | None], tuple[int, int]] = {}
         for cell in cells:
             objects, size = today.get((cell.bucket, cell.table), (0, 0))

@@ -13,7 +13,7 @@ from datetime import date
 
 from lakeio.audit import AuditAction
 from lakeio.text import StrEnum, human_bytes
-from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.times import hours_ms, iso_utc
 
 
 class ErasureStatus(StrEnum):
@@ -219,7 +219,7 @@ def _soft_deleted(answer: Answer, run_row: AuditEntry, hidden: str, table: Table
         return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable ({restore}), and no purge run has been recorded to "
                       "erase it (python -m vacuum_jobs purge --older-than-days N, or a lifecycle rule expiring "
                       "noncurrent versions)", None, run_id)
-    due = iso_utc(run_row.at_ms + int((table.undo_window_days or 0.0) * 24 * MS_PER_HOUR))
+    due = iso_utc(run_row.at_ms + hours_ms((table.undo_window_days or 0.0) * 24))
     return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable until {due} ({restore}), erased by the first purge run "
                   f"after that (undo window {table.undo_window_days:g} day(s); last purge run {table.last_purge_run} "
                   f"at {table.last_purge_run_at})", due, run_id)
@@ -282,7 +282,7 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
                                        default=None)
     retention = table.retention_hours if table else None
     if removed_ms is not None and retention is not None:
-        eligible_ms = removed_ms + int(retention * MS_PER_HOUR)
+        eligible_ms = removed_ms + hours_ms(retention)
         if eligible_ms > now_ms:
             return answer(ErasureStatus.WITHIN_RETENTION, f"removed at {iso_utc(removed_ms)}; kept for time travel until "
                                               f"{iso_utc(eligible_ms)} ({retention:g} h retention)", iso_utc(eligible_ms))

@@ -30,7 +30,7 @@ from lakeio.delta_read import partitions, read_delta
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.text import StrEnum
-from lakeio.times import MS_PER_HOUR, iso_utc
+from lakeio.times import hours_ms, iso_utc
 
 SCHEMA_VERSION = 1
 # Copies erased since this many days before the commit still count (a weekly inventory lists them).
@@ -271,7 +271,7 @@ class ErasureRequest:
         vectors = [self._vector(answers[p], rows, record.table) for p, rows in sorted(record.deletion_vectors.items())]
         table = gathered.tables[record.table]
         start_ms = at_ms or gathered.now_ms  # the deadline runs from the commit
-        deadline_ms = start_ms + int(self.options.deadline_days * 24 * MS_PER_HOUR)
+        deadline_ms = start_ms + hours_ms(self.options.deadline_days * 24)
         return EvidenceDocument(
             SCHEMA_VERSION, request_id, iso_utc(gathered.now_ms), record.table, record.operation,
             _predicate(record.parameters), before, CommitSide(record.version, iso_utc(at_ms) if at_ms else None),
@@ -344,7 +344,7 @@ def _verdict(removed: list[RemovedFile], vectors: list[DeletionVectorAdded], fou
         """``what`` waits for the vacuums of table ``t``: due by its worst case, or a risk saying why not."""
         if t is not None and t.worst_case_days is not None and not t.over_deadline:
             pending.append(what)
-            due.append((start_ms + int(t.worst_case_days * 24 * MS_PER_HOUR), t))
+            due.append((start_ms + hours_ms(t.worst_case_days * 24), t))
         elif t is not None and (t.problem or t.worst_case_days is None):
             risks.append(f"{what}: {t.problem or 'no vacuum run has deleted files in its table'}")
         elif t is not None:

@@ -74,7 +74,7 @@ from lakeio.inventory import (
 )
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers
-from lakeio.steps import Steps
+from lakeio.steps import Step, Steps
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
@@ -242,7 +242,7 @@ class ErasureEvidence:
         every question asked of them: ``Gathered.replay.release()`` when done."""
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         self.progress.restart()
-        self.progress.begin("the audit and the inventory", "reading the audit and the newest inventory")
+        self.progress.begin(Step.READING_AUDIT, "reading the audit and the newest inventory")
         report = ErasureReport(iso_utc(now_ms), self.options.deadline_days)
         commits = [self.named(c) for c in commits]
         audit = self.read_audit() if audit is None else audit
@@ -251,7 +251,7 @@ class ErasureEvidence:
         with ThreadPoolExecutor(max_workers=1) as pool:
             audited = pool.submit(lambda: {r["table_root"] for r in audit.select("table_root").distinct().collect()})
             known_roots = sorted(set(delta_roots(inventory)) | audited.result())
-        scope = ([uris.canonical(uris.to_uri(t)) for t in self.options.tables]
+        scope = ([uris.canonical(t) for t in self.options.tables]
                  if self.options.tables is not None else known_roots)
         questions = self._questions(paths, commits, records, sorted(set(known_roots) | set(scope)), report)
         roots = sorted(set(scope) | {q.table for q in questions if q.table})
@@ -298,7 +298,7 @@ class ErasureEvidence:
                    roots: list[str], report: ErasureReport) -> list[Question]:
         found = []
         for path in paths:
-            canonical = uris.canonical(uris.to_uri(path))
+            canonical = uris.canonical(path)
             found.append(Question(canonical, uris.owner(canonical, roots), "path"))
         for commit in commits:
             try:
@@ -325,7 +325,7 @@ class ErasureEvidence:
                 for path, at in sorted(record.removed.items())]
 
     def _replay_logs(self, roots: list[str]) -> Replay:
-        self.progress.begin("reading the logs", f"replaying {len(roots)} log(s)")
+        self.progress.begin(Step.READING_LOGS, f"replaying {len(roots)} log(s)")
         return read_unsure_too(self.spark, self.storage, roots, persist_files=True)  # read again by each question
 
     def _tables(self, roots: list[str], replay: Replay, audit: DataFrame, now_ms: int) -> dict[str, TableErasure]:
@@ -414,7 +414,7 @@ class ErasureEvidence:
         facts = _Facts()
         if not questions:
             return facts
-        self.progress.begin("answering", f"answering for {len(questions)} file(s)")
+        self.progress.begin(Step.ANSWERING, f"answering for {len(questions)} file(s)")
         asked = local_frame(self.spark, sorted({(q.path,) for q in questions}), "path string")
         rows = audit.where(F.col("path").isNotNull()).select(
             uris.canonical_col(F.col("path")).alias("path"), "run_id", "action", F.unix_millis("timestamp").alias("at_ms"),

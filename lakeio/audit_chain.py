@@ -36,10 +36,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from lakeio.times import iso_utc
@@ -107,7 +108,7 @@ def _normalized(rows: DataFrame) -> DataFrame:
                          for c in rows.columns])
 
 
-def canonical_of(values: Sequence, at: dict[str, int]) -> str:
+def canonical_of(values: Sequence[object], at: dict[str, int]) -> str:
     """A normalized row's canonical JSON over :data:`HASHED_COLUMNS` (version 1), given as values and
     each hashed column's position (a Row's lookup by name scans its fields, which cost more than the hash)."""
     return json.dumps({name: values[i] for name, i in at.items()}, sort_keys=True, separators=(",", ":"),
@@ -173,7 +174,7 @@ def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
     return ordered.mapInArrow(chain, schema)
 
 
-def chain_head(rows: DataFrame, newest_run_date=None) -> Head | None:
+def chain_head(rows: DataFrame, newest_run_date: date | None = None) -> Head | None:
     """The chain's head in ``rows`` (the audit table): the last row of the newest run that no run links to
     (of the runs of the last week before ``newest_run_date``, or of all when none of them is chained)."""
     chained = rows.where(F.col("row_hash").isNotNull())
@@ -185,14 +186,14 @@ def chain_head(rows: DataFrame, newest_run_date=None) -> Head | None:
     return found[0] if found else None
 
 
-def _run_ends(chained: DataFrame) -> list:
+def _run_ends(chained: DataFrame) -> list[Row]:
     return chained.groupBy("run_id").agg(
         F.max_by("row_hash", "seq").alias("last_hash"), F.max("seq").alias("last_seq"),
         F.max(F.when(F.col("seq") == 0, F.col("prev_hash"))).alias("first_prev"),
         F.min(F.unix_millis("timestamp")).alias("at_ms")).collect()
 
 
-def _tips(runs: Sequence) -> list[Head]:
+def _tips(runs: Sequence[Row]) -> list[Head]:
     """Runs' last rows that no run links to, the newest run's first."""
     linked = {r["first_prev"] for r in runs}
     tips = sorted((r for r in runs if r["last_hash"] not in linked), key=lambda r: (r["at_ms"], r["run_id"]),
@@ -212,10 +213,10 @@ _WHERE = ("run_id", "seq", "prev_hash", "row_hash", "timestamp", "table_root", "
 _RUN, _SEQ, _PREV, _STORED, _TIME, _TABLE, _PATH, _ACTION = (_V1_WALKED.index(name) for name in _WHERE)
 
 
-def _walk(partition: Iterable[Sequence]) -> Iterator[tuple]:
+def _walk(partition: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
     """One partition's version 1 runs, each in ``seq`` order: a row per problem (``problem`` set), then a
     summary row per run (``rows`` set). :func:`_checked` finds the same for version 2, on the JVM."""
-    run: dict | None = None
+    run: dict[str, Any] | None = None
     for values in partition:
         run_id, seq, stored, prev = values[_RUN], values[_SEQ], values[_STORED], values[_PREV]
         if run is None or run["run_id"] != run_id:
@@ -242,7 +243,7 @@ def _walk(partition: Iterable[Sequence]) -> Iterator[tuple]:
         yield tuple(run.get(n) for n in _FINDINGS)
 
 
-def _found(values: Sequence) -> dict:
+def _found(values: Sequence[Any]) -> dict[str, Any]:
     """Where a finding is: the row's run, place, time, table and file."""
     return {"run_id": values[_RUN], "seq": values[_SEQ], "at_ms": (values[_TIME] or 0) // 1000,
             "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
@@ -298,7 +299,7 @@ def _checked(rows: DataFrame, rows_per_block: int) -> DataFrame:
     return problems.unionByName(summaries)
 
 
-def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_block: int) -> list:
+def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_block: int) -> list[Row]:
     """Every run's summary and every problem row, walked by the version its rows were chained with
     (``versions``: rows per ``chain_version``); one row per run or problem, so they are collected."""
     spark = chained.sparkSession
@@ -343,7 +344,7 @@ def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: in
     heads = _tips(runs)
     check.head = heads[0] if heads else None
     loose = "; ".join(f"run {h.run_id} ends at row {h.seq} and no run follows it" for h in heads[1:])
-    followers: dict[str, list] = {}
+    followers: dict[str, list[Row]] = {}
     for r in runs:
         if r["first_prev"] is None:  # its first row is missing: reported above
             continue
@@ -378,6 +379,6 @@ def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: in
     return check
 
 
-def _named(row) -> str:
+def _named(row: Row) -> str:
     what = f"table {row['table_root']}" if row["path"] is None else f"{row['action']} {row['path']}"
     return f"run {row['run_id']} row {row['seq']} ({what})"

@@ -76,7 +76,7 @@ def location(spark: SparkSession, name: str, *, must_be_delta: bool = True) -> s
     where = facts.get("Location")
     if not where:
         raise CatalogError(f"{name}: the catalog gives no location for it")
-    found = uris.canonical(uris.to_uri(where))
+    found = uris.canonical(where)
     if must_be_delta and not Storage(spark).exists(uris.join(found, "_delta_log")):
         raise NotVacuumable(f"{name}: not a Delta table (no _delta_log at {found}; provider "
                             f"{facts.get('Provider') or 'unknown'})")
@@ -91,7 +91,7 @@ def _registered(spark: SparkSession, name: str) -> dict[str, str | None] | None:
     try:
         if spark.catalog.currentCatalog() != "spark_catalog":  # Unity Catalog's main, say: its names are its own
             return None
-        state = spark._jsparkSession.sessionState()  # type: ignore[attr-defined]
+        state = spark._jsparkSession.sessionState()
         ident = state.sqlParser().parseTableIdentifier(name)
         if not state.catalog().tableExists(ident):
             return None

@@ -10,7 +10,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import date
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyspark
 from pyspark.sql import SparkSession
@@ -238,7 +238,7 @@ def one_line_errors(main: Callable[..., int]) -> Callable[..., int]:
     logged at DEBUG, for a bug report). Usage errors stay argparse's (exit status 2)."""
 
     @functools.wraps(main)
-    def guarded(*args, **kwargs) -> int:
+    def guarded(*args: Any, **kwargs: Any) -> int:
         try:
             return main(*args, **kwargs)
         except DeltaStorageError as exc:

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from datetime import date
 from functools import reduce
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -20,14 +21,17 @@ from pyspark.sql.types import StructType
 from lakeio import uris
 from lakeio.delta_write import open_table
 from lakeio.errors import HousekeepingError
-from lakeio.spark import delta_jars_present
+from lakeio.spark import delta_jars_present, jvm_of
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 class TableNotFound(HousekeepingError):
     """There is no Delta table at the URI."""
 
 
-def partition_values(table_uri: str, column: str) -> set:
+def partition_values(table_uri: str, column: str) -> set[Any]:
     """The distinct values of one partition column, from the log alone."""
     return {values[0] for values in partitions(table_uri, [column])}
 
@@ -40,7 +44,7 @@ def partition_columns(table_uri: str) -> list[str] | None:
         return None
 
 
-def partitions(table_uri: str, columns: list[str]) -> set[tuple]:
+def partitions(table_uri: str, columns: list[str]) -> set[tuple[Any, ...]]:
     """The distinct value tuples of some partition columns, from the log alone."""
     actions = pa.table(_open(table_uri).get_add_actions(flatten=True))
     names = [f"partition.{c}" for c in columns]
@@ -55,25 +59,25 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     tuple of the values allowed). Without Delta's jars only those partitions' files are read, and the
     plan holds only them: a filter after the read would leave every partition in the plan to analyse."""
     wanted = {column: _allowed(value) for column, value in (where or {}).items()}
+    table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
         use_delta_jars = delta_jars_present()
     if use_delta_jars:
-        if not _is_delta_table(spark, uris.to_uri(table_uri)):  # Spark's own error would be a bare PATH_NOT_FOUND
+        if not _is_delta_table(spark, table_uri):  # Spark's own error would be a bare PATH_NOT_FOUND
             raise TableNotFound(f"{table_uri}: no Delta table there")
-        df = spark.read.format("delta").load(uris.to_uri(table_uri))
+        df = spark.read.format("delta").load(table_uri)
         for column, allowed in wanted.items():
             df = df.where(F.col(column).isin(list(allowed)))
         return df
     table = _open(table_uri)
     partition_columns = table.metadata().partition_columns
     schema = _spark_schema(table)
-    groups: dict[tuple, list[str]] = defaultdict(list)
-    base = uris.to_uri(table_uri)
+    groups: dict[tuple[object, ...], list[str]] = defaultdict(list)
     for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         values = tuple(action.get(f"partition.{c}") for c in partition_columns)
         row = dict(zip(partition_columns, values))
         if all(any(_same(row.get(c), v) for v in allowed) for c, allowed in wanted.items()):
-            groups[values].append(uris.join(base, uris.decode_log_path(action["path"])))
+            groups[values].append(uris.join(table_uri, uris.decode_log_path(action["path"])))
     data_columns = [f for f in schema.fields if f.name not in partition_columns]
     file_schema = StructType(data_columns)
     frames = [
@@ -90,30 +94,28 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
 
 def _is_delta_table(spark: SparkSession, table_uri: str) -> bool:
     """Delta's own answer (its jars are loaded): a log with a commit or checkpoint at the URI."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table_uri))
+    return bool(jvm_of(spark).io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table_uri))
 
 
-def _open(table_uri: str):
+def _open(table_uri: str) -> DeltaTable:
     table = open_table(uris.to_uri(table_uri))
     if table is None:
         raise TableNotFound(f"{table_uri}: no Delta table there")
     return table
 
 
-def _spark_schema(table):
+def _spark_schema(table: DeltaTable) -> StructType:
     """The table's schema as Spark types."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(pa.schema(table.schema().to_arrow()))
 
 
-def _allowed(value: object) -> tuple:
+def _allowed(value: object) -> tuple[object, ...]:
     return tuple(sorted(value, key=str)) if isinstance(value, (set, frozenset, list, tuple)) else (value,)
 
 
-def _same(value, wanted) -> bool:
+def _same(value: object, wanted: object) -> bool:
     if isinstance(value, date) and isinstance(wanted, str):
         return value.isoformat() == wanted
     return value == wanted

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
 from pyspark import SparkContext
@@ -40,10 +40,15 @@ from pyspark.sql import types as T
 
 from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.spark import delta_jars_present, jvm_class, session_setting
+from lakeio.spark import JvmObject, delta_jars_present, jvm_class, jvm_of, session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
 from lakeio.times import epoch_ms
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, RemoveAction, Transaction
+    from pyarrow import DataType
 
 WriteMode = Literal["append", "replace_partitions"]
 
@@ -161,7 +166,7 @@ def held_claims(table_uri: str, partition_by: Sequence[str], keys: Sequence[Part
     return _held(table, partition_by, keys) if table is not None else {}
 
 
-def _held(table, partition_by: Sequence[str], keys) -> dict[PartitionKey, Claim]:
+def _held(table: DeltaTable, partition_by: Sequence[str], keys: Sequence[PartitionKey]) -> dict[PartitionKey, Claim]:
     held = {}
     for key in keys:
         app = _claim_app(partition_by, key)
@@ -175,7 +180,7 @@ def _claim_app(partition_by: Sequence[str], key: PartitionKey) -> str:
     return _CLAIM_APP + partition_folder(partition_by, dict(zip(partition_by, key)))
 
 
-def _claim_transactions(partition_by: Sequence[str], claims: Mapping[PartitionKey, Claim]) -> list:
+def _claim_transactions(partition_by: Sequence[str], claims: Mapping[PartitionKey, Claim]) -> list[Transaction]:
     from deltalake.transaction import Transaction
 
     now_ms = epoch_ms()
@@ -228,13 +233,11 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
     return tuple(missing)
 
 
-def _append_with_delta_spark(df, table_uri, partition_by) -> WriteResult:
+def _append_with_delta_spark(df: DataFrame, table_uri: str, partition_by: Sequence[str]) -> WriteResult:
     df.write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
-    metrics = (
-        df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{table_uri}` LIMIT 1")
-        .select("operationMetrics")
-        .first()[0]
-    )
+    latest = df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{table_uri}` LIMIT 1").select("operationMetrics").first()
+    assert latest is not None, "the write just committed"
+    metrics = latest[0]
     return WriteResult(
         table_uri=table_uri,
         files_added=int(metrics.get("numFiles", 0)),
@@ -244,8 +247,10 @@ def _append_with_delta_spark(df, table_uri, partition_by) -> WriteResult:
     )
 
 
-def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, claims, outranked_allowed,
-                              before_commit) -> WriteResult:
+def _replace_with_delta_spark(df: DataFrame, table_uri: str, partition_by: Sequence[str],
+                              partitions: Sequence[Mapping[str, str]], drop: Sequence[Mapping[str, str]],
+                              claims: Mapping[PartitionKey, Claim], outranked_allowed: bool,
+                              before_commit: BeforeCommit | None) -> WriteResult:
     """Replace partitions in one transaction of Delta's own (its JVM API through py4j): the claims
     are read through the transaction, so a concurrent commit of a claim on the same partition
     conflicts with it, and go into its commit beside the data files and the removes; a conflict
@@ -253,13 +258,13 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
     whichever attempt goes in; those of partitions left to a newer claim are deleted). DataFrameWriter
     offers one application transaction per write, and a replace needs two per partition."""
     spark = df.sparkSession
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     scala = jvm.scala.collection.JavaConverters
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
     if not log.tableExists():  # created empty first: each transaction reads the log anew when it starts
         df.limit(0).write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
     txn = log.startTransaction()
-    written: dict[PartitionKey, list] = {}  # partition key -> the AddFile actions of its files
+    written: dict[PartitionKey, list[JvmObject]] = {}  # partition key -> the AddFile actions of its files
     for add in scala.seqAsJavaList(txn.writeFiles(df._jdf)):
         values = scala.mapAsJavaMap(add.partitionValues())
         written.setdefault(tuple(str(values.get(c)) for c in partition_by), []).append(add)
@@ -293,10 +298,12 @@ def _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, cla
         return WriteResult(table_uri, len(adds), removed, rows, "delta-spark", outranked=outranked)
 
 
-def _commit_in_jvm(spark, txn, table_uri, partition_by, adds, replaced, claims, before_commit) -> int:
+def _commit_in_jvm(spark: SparkSession, txn: JvmObject, table_uri: str, partition_by: Sequence[str],
+                   adds: list[JvmObject], replaced: Sequence[Mapping[str, str]], claims: Mapping[PartitionKey, Claim],
+                   before_commit: BeforeCommit | None) -> int:
     """Commit ``adds``, the removes of every file of ``replaced`` and the claims in one commit; the
     number of files removed."""
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     scala = jvm.scala.collection.JavaConverters
     where = _partitions_predicate(partition_by, replaced)
     condition = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)  # as replaceWhere parses it
@@ -321,7 +328,7 @@ def _partitions_predicate(partition_by: Sequence[str], partitions: Sequence[Mapp
     return " OR ".join("(" + " AND ".join(f"`{c}` = '{p[c]}'" for c in partition_by) + ")" for p in partitions) or "false"
 
 
-def _write_operation(jvm, partition_by: Sequence[str], predicate: str):
+def _write_operation(jvm: JvmObject, partition_by: Sequence[str], predicate: str) -> JvmObject:
     """Delta's WRITE operation (mode Overwrite, the partitions, the predicate), as its history shows a
     replaceWhere. Its constructor gains optional parameters from release to release: they stay None."""
     scala = jvm.scala
@@ -339,14 +346,16 @@ def _write_operation(jvm, partition_by: Sequence[str], predicate: str):
     return constructor.newInstance(args)
 
 
-def _is_conflict(jvm, exc: BaseException) -> bool:
+def _is_conflict(jvm: JvmObject, exc: BaseException) -> bool:
     """Whether Delta refused the commit for another writer's (its concurrent-modification exceptions)."""
     java = getattr(exc, "java_exception", None)
     return java is not None and jvm_class("java.util.ConcurrentModificationException").isInstance(java)
 
 
-def _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop, claims, outranked_allowed,
-                          before_commit) -> WriteResult:
+def _write_with_deltalake(df: DataFrame, table_uri: str, partition_by: Sequence[str],
+                          partitions: Sequence[Mapping[str, str]], mode: WriteMode, drop: Sequence[Mapping[str, str]],
+                          claims: Mapping[PartitionKey, Claim], outranked_allowed: bool,
+                          before_commit: BeforeCommit | None) -> WriteResult:
     storage = Storage(df.sparkSession)
     _clear_dead_runs(storage, table_uri)
     run = f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
@@ -383,14 +392,15 @@ def _key(partition_by: Sequence[str], values: Mapping[str, str]) -> PartitionKey
     return tuple(str(values[c]) for c in partition_by)
 
 
-def _staged_adds(df, storage, table_uri, run, partition_by, partitions) -> dict[PartitionKey, list]:
+def _staged_adds(df: DataFrame, storage: Storage, table_uri: str, run: str, partition_by: Sequence[str],
+                 partitions: Sequence[Mapping[str, str]]) -> dict[PartitionKey, list[tuple[AddAction, int]]]:
     """The add action of every file the run staged, with its row count, per partition."""
     from deltalake.transaction import AddAction
 
     folder_of = {partition_folder(partition_by, p): p for p in partitions}
     new_files = [f for f in storage.walk(uris.join(table_uri, run)) if _is_data_file(f.uri[len(table_uri) + 1:])]
     rows_per_file = _row_counts(df, [f.uri for f in new_files])
-    staged: dict[PartitionKey, list] = {_key(partition_by, p): [] for p in partitions}
+    staged: dict[PartitionKey, list[tuple[AddAction, int]]] = {_key(partition_by, p): [] for p in partitions}
     for f in new_files:
         relative = f.uri[len(table_uri) + 1:]
         values = folder_of.get(uris.parent(relative)[len(run) + 1:])
@@ -410,7 +420,7 @@ class DeltaStorageError(HousekeepingError, OSError):
     what to do, where deltalake's own error is a chain of nested causes."""
 
 
-def open_table(table_uri: str):
+def open_table(table_uri: str) -> DeltaTable | None:
     """The table as deltalake reads it, None where there is none; :class:`DeltaStorageError` when its
     store cannot be reached."""
     from deltalake import DeltaTable
@@ -438,7 +448,9 @@ def deltalake_advice(exc: BaseException) -> str:
     return f"{advice} [{shorten_end(text, LONGEST)}]" if advice else shorten_end(text, LONGEST)
 
 
-def _commit(table, table_uri, df, partition_by, adds, replaced, claims, before_commit) -> int:
+def _commit(table: DeltaTable | None, table_uri: str, df: DataFrame, partition_by: Sequence[str], adds: list[AddAction],
+            replaced: Sequence[Mapping[str, str]], claims: Mapping[PartitionKey, Claim],
+            before_commit: BeforeCommit | None) -> int:
     """One commit against ``table`` as read (None: create it); the number of files it removed."""
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, create_table_with_add_actions
@@ -490,14 +502,14 @@ def _clear_dead_runs(storage: Storage, table_uri: str) -> None:
             storage.delete(uris.join(folder.uri, "_temporary"), recursive=True)
 
 
-def _delta_schema(schema: T.StructType):
+def _delta_schema(schema: T.StructType) -> Schema:
     import pyarrow as pa
     from deltalake import Schema
 
     return Schema.from_arrow(pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema]))
 
 
-def _arrow_type(dtype: T.DataType):
+def _arrow_type(dtype: T.DataType) -> DataType:
     """Spark's type in Arrow, timestamps as UTC microseconds (what Delta stores); ours, because
     pyspark's converter changed its signature in every release from 3.5 to 4.3."""
     import pyarrow as pa
@@ -520,7 +532,7 @@ def _arrow_type(dtype: T.DataType):
     raise TypeError(f"no Delta type for Spark's {dtype.simpleString()}")
 
 
-def _removes_for(table, partition_by, partitions) -> list:
+def _removes_for(table: DeltaTable, partition_by: Sequence[str], partitions: Sequence[Mapping[str, str]]) -> list[RemoveAction]:
     """Remove actions for every live file of the partitions being replaced."""
     import pyarrow as pa
     from deltalake.transaction import RemoveAction
@@ -539,7 +551,7 @@ def _removes_for(table, partition_by, partitions) -> list:
     return removes
 
 
-def partition_string(value) -> str | None:
+def partition_string(value: object) -> str | None:
     """A partition value as the Delta log spells it."""
     if value is None:
         return None

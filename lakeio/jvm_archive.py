@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pyspark
 from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
 SETTING = "LAKE_JVM_ARCHIVE"  # "off", or unset
 
@@ -91,7 +92,7 @@ def create(workload: list[str]) -> Path | None:
     return final
 
 
-def exit_jvm(spark) -> int:
+def exit_jvm(spark: SparkSession) -> int:
     """Stop ``spark`` and wait for its driver JVM to exit (writing its archive, when asked to): the
     JVM's exit status, 0 for a clean exit."""
     spark.stop()
@@ -101,7 +102,7 @@ def exit_jvm(spark) -> int:
         return 0
     gateway.shutdown()
     process.stdin.close()  # the gateway JVM exits when its stdin closes
-    return process.wait()
+    return int(process.wait())
 
 
 def _alive(pid: int) -> bool:

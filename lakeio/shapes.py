@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeio.errors import HousekeepingError
+from lakeio.uris import TableRoot
 
 _TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType(),
           "double": DoubleType()}
@@ -48,7 +49,7 @@ def _schema(ddl: str) -> StructType:
                        (column.split() for column in ddl.split(","))])
 
 
-def local_frame(spark: SparkSession, rows: Iterable[Sequence], schema: str | StructType) -> DataFrame:
+def local_frame(spark: SparkSession, rows: Iterable[Sequence[object]], schema: str | StructType) -> DataFrame:
     """A small table the driver holds (table roots, lookups) as a DataFrame that needs no Python worker.
 
     ``spark.createDataFrame`` of a Python list unpickles it in a Python worker, and starting one
@@ -101,14 +102,14 @@ def of_tables(frame: DataFrame, roots: Sequence[str]) -> DataFrame:
     return frame.join(F.broadcast(_roots(frame, roots)), "table_root", "left_semi")
 
 
-def first_paths(frame: DataFrame, count: int) -> dict[str, list[str]]:
-    """The first ``count`` paths of each ``table_root`` of ``frame``, in path order: the samples a report
-    names (the audit, or a file the run writes, names every one)."""
+def first_paths(frame: DataFrame, count: int) -> dict[TableRoot, list[str]]:
+    """The first ``count`` paths of each ``table_root`` of ``frame`` (a run's rows: their roots are the run's own,
+    canonical), in path order: the samples a report names (the audit, or a file the run writes, names every one)."""
     first = Window.partitionBy("table_root").orderBy("path")
-    found: dict[str, list[str]] = {}
+    found: dict[TableRoot, list[str]] = {}
     for row in (frame.select("table_root", "path").withColumn("_rank", F.row_number().over(first))
                 .where(F.col("_rank") <= count).orderBy("table_root", "path").collect()):
-        found.setdefault(row["table_root"], []).append(row["path"])
+        found.setdefault(TableRoot(row["table_root"]), []).append(row["path"])
     return found
 
 

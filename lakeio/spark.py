@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyspark
 from pyspark import SparkConf, SparkContext
@@ -52,7 +53,19 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 log = logging.getLogger(__name__)
 
 
-def jvm_class(class_name: str):
+# An object of the driver's JVM reached through py4j (a Hadoop path, a Delta transaction): untyped on this side.
+JvmObject = Any
+
+
+def jvm_of(spark: SparkSession) -> JvmObject:
+    """The session's JVM view (py4j: untyped on this side); a session without one (Spark Connect) is refused."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise HousekeepingError("a classic (JVM) Spark session is needed: Spark Connect is not supported")
+    return jvm
+
+
+def jvm_class(class_name: str) -> JvmObject:
     """The (already launched) JVM's class ``class_name``, loaded where ``--jars`` puts classes (the
     context class loader, not the one ``Class.forName`` alone asks). Raises when there is none."""
     SparkContext._ensure_initialized()
@@ -371,7 +384,7 @@ def _probe_workers(context: SparkContext) -> tuple[str | None, str | None]:
     """(the module a worker cannot import, what went wrong), or (None, None). One task."""
     packages = PROJECT_PACKAGES
 
-    def probe(_):  # nested, so that it travels by value: a worker that lacks our packages can run it
+    def probe(_: int) -> tuple[str | None, str | None]:  # nested, so that it travels by value: a worker that lacks our packages can run it
         import importlib
         import sys as worker
 
@@ -385,7 +398,8 @@ def _probe_workers(context: SparkContext) -> tuple[str | None, str | None]:
 
     context.setJobDescription("checking that Spark's Python workers import lake-housekeeping")
     try:
-        return context.parallelize([0], 1).map(probe).first()
+        found: tuple[str | None, str | None] = context.parallelize([0], 1).map(probe).first()
+        return found
     except Exception as exc:
         return None, f"do not start ({str(exc).strip().splitlines()[0][:300]})"
     finally:

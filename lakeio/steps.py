@@ -12,6 +12,38 @@ from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
+from lakeio.text import StrEnum
+
+
+class Step(StrEnum):
+    """Every job's steps, one vocabulary: the keys of a result's ``step_seconds``; a step two jobs share
+    has one name."""
+
+    # shared: the logs of the tables a job reads, and the audit table a destructive job appends to
+    READING_LOGS = "reading the logs"
+    RECORDING = "recording the audit"
+    # job 1, ingestion
+    READING_MANIFESTS = "reading"
+    CHECKING_HELD = "checking"
+    VERIFYING = "verifying"
+    VALIDATING = "validating"
+    WRITING = "writing"
+    # job 2, vacuum
+    INVENTORY_DATE = "the inventory's date"
+    FINDING_TABLES = "finding the Delta tables"
+    PLANNING = "planning"
+    RECHECKING = "checking the logs again"
+    DELETING = "deleting"  # or, in a dry run, listing the candidates
+    # restore and purge
+    SELECTING = "selecting"
+    ACTING = "checking and acting"
+    # reports: chargeback and erasure evidence
+    READING_INVENTORY = "the inventory"
+    SPLITTING = "splitting"
+    TREND = "trend"
+    READING_AUDIT = "the audit and the inventory"
+    ANSWERING = "answering"
+
 
 class Steps:
     """The steps of one run of a job. ``on_step`` is told each step's name as it begins (a test holds
@@ -31,12 +63,12 @@ class Steps:
         """Another run of the same job: its steps are timed afresh."""
         self._seconds, self._current, self._since = {}, None, self._clock()
 
-    def begin(self, step: str, message: str | None = None) -> None:
+    def begin(self, step: Step, message: str | None = None) -> None:
         """Step ``step`` begins and the one before ends; ``message`` (default: the step's name) is said.
         A step begun again adds to its time."""
         self._close()
-        self._current = step
-        self(message or step)
+        self._current = step.value
+        self(message or step.value)
         if self._on_step is not None:
             self._on_step(step)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from lakeio import uris
-from lakeio.spark import HIDDEN_FOLDER_LOGGER, quiet_logs
+from lakeio.spark import HIDDEN_FOLDER_LOGGER, JvmObject, jvm_of, quiet_logs
 
 
 @dataclass(frozen=True)
@@ -35,19 +35,18 @@ class Storage:
     """Hadoop FileSystem calls through the driver's JVM gateway."""
 
     def __init__(self, spark: SparkSession):
-        assert spark.sparkContext._jvm is not None, "a classic (JVM) Spark session is needed"
         self._spark = spark
-        self._jvm = spark.sparkContext._jvm
+        self._jvm = jvm_of(spark)
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
-    def _path(self, uri: str):
+    def _path(self, uri: str) -> JvmObject:
         return self._jvm.org.apache.hadoop.fs.Path(uris.to_uri(uri))
 
-    def _fs(self, path):
+    def _fs(self, path: JvmObject) -> JvmObject:
         return path.getFileSystem(self._conf)
 
     @staticmethod
-    def _status(st) -> FileStatus:
+    def _status(st: JvmObject) -> FileStatus:
         return FileStatus(
             uri=uris.to_uri(st.getPath().toString()),
             size=int(st.getLen()),

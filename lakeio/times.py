@@ -8,6 +8,17 @@ from datetime import date, datetime, timezone
 MS_PER_HOUR = 3_600_000
 
 
+def hours_ms(hours: float) -> int:
+    """A retention (or any span) given in hours, as the milliseconds every cutoff and log parameter holds:
+    the one conversion, so that the cutoff a plan applies and the one a commit records agree."""
+    return round(hours * MS_PER_HOUR)
+
+
+def cutoff_ms(now_ms: int, retention_hours: float) -> int:
+    """The instant before which a file is past a retention of ``retention_hours``, counted back from ``now_ms``."""
+    return now_ms - hours_ms(retention_hours)
+
+
 def epoch_ms() -> int:
     """Now, as the jobs stamp it (the options' ``now_ms`` stands in for it in tests)."""
     return time.time_ns() // 1_000_000

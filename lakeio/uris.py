@@ -154,7 +154,7 @@ def canonical_col(column: Column) -> Column:
 MALFORMED_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
 
 
-def try_url_decode_col(column):
+def try_url_decode_col(column: Column) -> Column:
     """Spark's ``try_url_decode`` (``+`` is a space; null for a malformed escape), on 3.5 too:
     the CASE keeps ``url_decode``, which throws, away from malformed escapes."""
     from pyspark.sql import functions as F
@@ -162,7 +162,7 @@ def try_url_decode_col(column):
     return F.when(~column.rlike(MALFORMED_ESCAPE), F.url_decode(column))
 
 
-def decode_log_path_col(column):
+def decode_log_path_col(column: Column) -> Column:
     """Spark twin of :func:`decode_log_path`: percent-decoding where ``+`` stays ``+``."""
     from pyspark.sql import functions as F
 

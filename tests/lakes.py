@@ -24,9 +24,16 @@ def inventory_of(spark, bucket_dir: Path, work: Path, when: datetime | None = No
     return str(table)
 
 
+UNACTED = (vacuum_jobs.TableStatus.REFUSED, vacuum_jobs.TableStatus.SKIPPED, vacuum_jobs.TableStatus.FAILED)
+
+
 def vacuum(spark, inventory: str, tables, **options):
-    """One vacuum run through the public API: a dry run unless ``dry_run=False``."""
-    return vacuum_jobs.vacuum(spark, inventory, tables, **options)
+    """One vacuum run through the public API: a dry run unless ``dry_run=False``. Every table it did not act
+    on says why in a code as well as in words, and only those."""
+    report = vacuum_jobs.vacuum(spark, inventory, tables, **options)
+    for t in report.tables:
+        assert (t.reason_code is not None) == (t.status in UNACTED) == (t.reason is not None), (t.table, t.status, t.reason)
+    return report
 
 
 def by_table(report) -> dict:

@@ -94,7 +94,7 @@ def test_a_report_that_cannot_be_written_refuses_the_run_before_any_delete(spark
     (tmp_path / "a-file").write_text("x")
 
     status = main(["--inventory-table", inventory, "--table", str(table), "--retain-hours", "0", "--force-retention",
-                   "--report", str(tmp_path / "a-file" / "report.json"), "--master", "local[2]"])
+                   "--apply", "--report", str(tmp_path / "a-file" / "report.json"), "--master", "local[2]"])
 
     assert status == 1 and set(table.rglob("*.parquet")) == files
     assert "a-file/report.json cannot be written" in capsys.readouterr().err

@@ -86,7 +86,8 @@ def test_names_and_databases_resolve_through_a_hive_metastore(tmp_path):
     assert {roots["orders"], roots["events"]} <= set(by_table)
     assert by_table[roots["orders"]]["status"] == by_table[roots["events"]]["status"] == "dry_run"
     assert by_table[roots["orders"]]["name"] == "bronze.orders"
-    assert {by_table[n]["status"] for n in ("bronze.recent_orders", "bronze.plain")} == {"skipped"}
+    assert {(by_table[n]["status"], by_table[n]["reason_code"]) for n in ("bronze.recent_orders", "bronze.plain")
+            } == {("skipped", "not_vacuumable")}
     assert by_table["bronze.recent_orders"]["reason"] == "bronze.recent_orders: is a view; name the table whose " \
                                                          "files it shows"
     assert by_table["bronze.plain"]["reason"].startswith(f"bronze.plain: not a Delta table (no _delta_log at "
@@ -98,6 +99,7 @@ def test_names_and_databases_resolve_through_a_hive_metastore(tmp_path):
     named = {t["table"]: t for t in json.loads((tmp_path / "names.json").read_text())["tables"]}
     assert result["names"] == 1 and named[roots["orders"]]["status"] == "dry_run"
     assert named["bronze.nothing_here"]["reason"].startswith("bronze.nothing_here: not a table the catalog knows")
+    assert named["bronze.nothing_here"]["reason_code"] == "name_unresolved"
     assert result["unknown_database"] == 1
     assert result["api"] == [[roots["events"], "dry_run"]]
     assert result["verify"] == 0 and (tmp_path / "audit" / "_delta_log").is_dir()  # the audit went to its location

@@ -93,7 +93,7 @@ def test_files_other_tables_need_are_kept_and_named(spark, tmp_path):
     inventory = inventory_of(spark, bucket, tmp_path)
     report_file = tmp_path / "report.json"
     code = main(["--inventory-table", inventory, "--table", str(source), "--table", str(in_run), "--table", str(inner),
-                 "--report", str(report_file)])
+                 "--apply", "--report", str(report_file)])
 
     assert code == 1  # the unreadable table outside the run
     doc = json.loads(report_file.read_text())

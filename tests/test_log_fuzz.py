@@ -21,6 +21,7 @@ from deltalake import write_deltalake
 
 from lakeio.audit import TableStatus
 from tests.lakes import by_table, inventory_of, vacuum
+from vacuum_jobs.report import ReasonCode
 
 pytestmark = pytest.mark.slow  # hundreds of small tables in one vacuum run
 
@@ -116,5 +117,7 @@ def test_the_named_protocol_violations_refuse_their_table_alone(spark, tmp_path)
 
     tables = by_table(report)
     assert tables["good"].status == TableStatus.DRY_RUN
-    for name, (_, _, _, reason) in NAMED.items():
+    for name, (kind, _, _, reason) in NAMED.items():
         assert tables[name].status == TableStatus.REFUSED and reason in tables[name].reason, (name, tables[name].reason)
+        assert tables[name].reason_code == (ReasonCode.UNSUPPORTED_PROTOCOL if kind == "protocol"
+                                            else ReasonCode.LOG_NOT_UNDERSTOOD), name

@@ -366,6 +366,7 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
                                                "copy them")):
         refused = vacuum(spark, inventory, [orders], delete=DeleteSettings(trash=elsewhere))
         assert refused.tables[0].status == "refused" and refused.tables[0].reason.endswith(why)
+        assert refused.tables[0].reason_code == "trash_unusable" and "--" not in refused.tables[0].reason
 
     # A writer puts a file at one deleted path of events: restore leaves it, and names it.
     again = Path(sorted(p for p in deleted if "/events/" in p)[0].removeprefix("file://"))

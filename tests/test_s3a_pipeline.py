@@ -33,11 +33,12 @@ from lake_reports.charges import chargeback
 from lake_reports.cli import main as reports_main
 from lake_reports.erasure_evidence import erasure
 from lakeio.spark import delta_jars_present
+from lakeio.steps import Step
 from tests.conftest import JARS
 from tests.lakes import now_ms, ours, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
-from vacuum_jobs.batch_vacuum import STEP_PLANNING, BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.restore_purge import purge, restore
 
@@ -244,7 +245,7 @@ def test_job_2_from_its_command_line_finds_plans_and_deletes_through_the_s3_api_
     live = _live_keys(s3, lake)
 
     _job(s3_endpoint, "vacuum_jobs", "--inventory-table", inventory, "--discover", "--retain-hours", "0",
-         "--force-retention", "--audit-table", audit, "--report", report, "--history", cwd=tmp_path)
+         "--force-retention", "--apply", "--audit-table", audit, "--report", report, "--history", cwd=tmp_path)
 
     [vacuumed] = _json(s3, report)["tables"]
     assert vacuumed["status"] == "vacuumed" and vacuumed["table"].endswith(f"{lake}/warehouse/orders"), vacuumed
@@ -318,7 +319,7 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_its_table_alone_on_th
     cleaned_up = []
 
     def clean_up_before_the_first_plan(step: str) -> None:
-        if step == STEP_PLANNING and not cleaned_up:
+        if step == Step.PLANNING and not cleaned_up:
             write_deltalake(cleaned, pa.table({"id": [4]}), mode="append")  # version 4
             DeltaTable(cleaned).create_checkpoint()
             for listed in s3.list_objects_v2(Bucket=lake, Prefix="warehouse/cleaned/_delta_log/")["Contents"]:

@@ -75,7 +75,7 @@ def ingest_then_vacuum(tmp_path: Path, master: str, conf: dict[str, str] | None 
     tables = tmp_path / "tables.yaml"
     tables.write_text(f"- table: {table}\n")
     vacuumed = submit(built, "vacuum_jobs", "--inventory-table", str(inventory), "--tables-file", tables.as_uri(),
-                      "--report", str(report), master=master, conf=conf, cwd=tmp_path)
+                      "--apply", "--report", str(report), master=master, conf=conf, cwd=tmp_path)
     assert vacuumed.returncode == 0, vacuumed.stderr[-3000:]
     assert json.loads(report.read_text())["totals"]["deleted_files"] == 1
     assert not (table / "orphan.parquet").exists()

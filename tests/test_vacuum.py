@@ -22,6 +22,7 @@ from tests.lakes import by_table, inventory_of, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import RunRefused
 from vacuum_jobs.cli import main
+from vacuum_jobs.report import ReasonCode
 from vacuum_jobs.restore_purge import UndoError, restore
 from vacuum_jobs.targets import Discover, TableTarget, from_file
 
@@ -118,11 +119,19 @@ def test_retention_shorter_than_the_table_setting_is_refused_unless_forced(spark
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
     refused = vacuum(spark, inventory, [table], retention_hours=24, dry_run=True)
-    assert refused.tables[0].status == "refused" and "--force-retention" in refused.tables[0].reason
+    assert refused.tables[0].status == "refused" and refused.tables[0].reason_code == ReasonCode.RETENTION_BELOW_TABLE
+    assert "shorter than the table's delta.deletedFileRetentionDuration (48 h)" in refused.tables[0].reason
+    assert "--" not in refused.tables[0].reason  # a Python caller passes no flag: the CLI names it (FLAG_HINTS)
     default = vacuum(spark, inventory, [table], dry_run=True)
     assert default.tables[0].retention_hours == 48.0
     forced = vacuum(spark, inventory, [table], retention_hours=24, enforce_retention_duration=False, dry_run=True)
     assert forced.tables[0].status == "dry_run" and forced.tables[0].retention_hours == 24
+
+    first = table / "_delta_log" / f"{0:020d}.json"  # a setting no engine can read: refused, whatever the run's
+    first.write_text(first.read_text().replace("interval 2 days", "two days"))
+    unreadable = vacuum(spark, inventory, [table], retention_hours=100, dry_run=True).tables[0]
+    assert (unreadable.status, unreadable.reason_code) == ("refused", ReasonCode.RETENTION_SETTING_INVALID)
+    assert unreadable.reason.startswith("delta.deletedFileRetentionDuration: "), unreadable.reason
 
 
 def test_stale_inventory_refuses_the_run(spark, tmp_path):
@@ -190,7 +199,7 @@ _REFUSALS = {
     "no inventory": (["--inventory-table", "{tmp}/nowhere"], "nowhere"),
     "audit under a file": (["--audit-table", "{tmp}/a-file/audit"], "a-file/audit cannot be written"),
     "audit of another schema": (["--audit-table", "{tmp}/salaries"], "partitioned by []"),
-    "nothing matches": (["--discover", "--include", "*/nope/*"], "--include '*/nope/*' matches none"),
+    "nothing matches": (["--discover", "--include", "*/nope/*"], "include '*/nope/*' matches none"),
 }
 
 
@@ -223,6 +232,7 @@ def test_a_refused_run_says_refused_nothing_deleted_and_why_once(spark, tmp_path
     assert "deletions performed" not in out + err and "None" not in out + err
     report = json.loads((tmp_path / "report.json").read_text())
     assert cause in report["refused"] and all(t["status"] == "refused" for t in report["tables"])
+    assert {t["reason_code"] for t in report["tables"]} <= {ReasonCode.RUN_REFUSED}
     assert_matches_schema(report, "vacuum-report")
 
 
@@ -238,6 +248,7 @@ def test_inventory_that_does_not_cover_a_table_refuses_it(spark, tmp_path):
     tables = by_table(report)
     assert tables["covered"].status == "dry_run"
     assert tables["uncovered"].status == "refused" and "does not cover" in tables["uncovered"].reason
+    assert tables["uncovered"].reason_code == ReasonCode.INVENTORY_COVERAGE
     assert tables["uncovered"].counts.missing_files == 2 and len(tables["uncovered"].missing) == 2
 
 
@@ -269,6 +280,7 @@ def test_unreadable_logs_refuse_only_their_table(spark, tmp_path):
     assert tables["broken"].status == "refused" and "malformed JSON" in tables["broken"].reason
     assert tables["gap"].status == "refused" and "no commit 0" in tables["gap"].reason
     assert tables["absent"].status == "refused" and "not a Delta table" in tables["absent"].reason
+    assert {tables[n].reason_code for n in ("broken", "gap", "absent")} == {ReasonCode.UNREADABLE_LOG}
 
 
 ODD_LOG_LINES = {  # appended to a commit: (line, why the table is refused)
@@ -333,8 +345,9 @@ def test_protocol_gates(spark, tmp_path):
     assert tables["basic-with-vacuum-protocol-check-feature"].status == "dry_run"
     assert tables["versions-not-contiguous"].status == "refused"
     assert "not contiguous" in tables["versions-not-contiguous"].reason
-    assert tables["catalog-managed"].status == "skipped"
+    assert (tables["catalog-managed"].status, tables["catalog-managed"].reason_code) == ("skipped", "catalog_managed")
     assert tables["future-feature"].status == "refused" and "someFutureFeature" in tables["future-feature"].reason
+    assert tables["future-feature"].reason_code == ReasonCode.UNSUPPORTED_PROTOCOL
 
 
 def _set_protocol(table: Path, protocol: dict) -> None:
@@ -391,7 +404,7 @@ def test_tables_file_overrides_and_discovery(spark, tmp_path):
     assert targets[1] == TableTarget(f"file://{bucket / 'db' / 'b'}", 200, True, True)
     # retention_hours: 200 is a YAML int; the audit's retention column is a double.
     report = by_table(vacuum(spark, inventory, targets, dry_run=False, audit_table=str(tmp_path / "audit")))
-    assert report["a"].status == "skipped"
+    assert (report["a"].status, report["a"].reason_code) == ("skipped", ReasonCode.DISABLED)
     assert report["b"].status == "dry_run" and report["b"].retention_hours == 200
     assert report["c"].status == "vacuumed"
 
@@ -399,7 +412,7 @@ def test_tables_file_overrides_and_discovery(spark, tmp_path):
     assert sorted(by_table(found)) == ["a", "b", "c"]
 
     # A typo in a daily schedule must not vacuum nothing, forever, with exit 0.
-    with pytest.raises(RunRefused, match=r"--include '\*/bd/\*' matches none of the 4 Delta table\(s\)") as typo:
+    with pytest.raises(RunRefused, match=r"include '\*/bd/\*' matches none of the 4 Delta table\(s\)") as typo:
         vacuum(spark, inventory, Discover(include=("*/bd/*",)))
     assert f"file://{bucket / 'db' / 'a'}" in str(typo.value)
     assert main(["--inventory-table", inventory, "--discover", "--include", "db/*", "--dry-run"]) == 1
@@ -445,34 +458,35 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
         assert usage.value.code == 2 and said in capsys.readouterr().err
 
 
-def test_the_cli_acts_with_apply_plans_with_dry_run_and_warns_when_given_neither(spark, tmp_path, capsys):
-    """One convention for the destructive commands, on the way to "a dry run unless --apply": this release's
-    vacuum still deletes when told neither, and says that it will not."""
+def test_the_cli_deletes_only_with_apply_and_names_the_flag_a_refusal_needs(spark, tmp_path, capsys):
+    """One convention for the destructive commands: a dry run unless --apply (as restore, purge and vacuum()).
+    A table's reason names no flag (a Python caller has none); the CLI adds the one that acts on it."""
     table = tmp_path / "lake" / "t"
     for i in range(2):
         write_deltalake(str(table), pa.table({"id": [i]}), mode="overwrite")
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
-    base = ["--inventory-table", inventory, "--table", str(table), "--retention-hours", "0", "--force-retention"]
+    base = ["--inventory-table", inventory, "--table", str(table), "--retention-hours", "0"]
     files = lambda: set(table.glob("*.parquet"))  # noqa: E731
     before = files()
 
     with pytest.raises(SystemExit) as both:
-        main([*base, "--apply", "--dry-run"])
+        main([*base, "--force-retention", "--apply", "--dry-run"])
     assert both.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
-    assert main([*base, "--dry-run"]) == 0 and files() == before
-    assert "without --apply" not in capsys.readouterr().err
+    for planning in ([], ["--dry-run"]):
+        assert main([*base, "--force-retention", *planning]) == 0 and files() == before
+        out, err = capsys.readouterr()
+        assert "DRY RUN: nothing deleted" in out and "warning" not in err
 
-    assert main(base) == 0 and len(files()) == len(before) - 1  # deletes, as before this release
-    assert "warning: deleting without --apply: from the next release" in capsys.readouterr().err
+    assert main([*base, "--apply"]) == 1 and files() == before  # shorter than the table's 7 days, not forced
+    out, err = capsys.readouterr()
+    assert "refused" in out and "--force-retention" not in out
+    assert "hint: --force-retention allows a retention shorter than a table's own" in err
 
-    write_deltalake(str(table), pa.table({"id": [9]}), mode="overwrite")
-    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
-    kept = files()
     assert main(["--inventory-table", inventory, "--table", str(table), "--retain-hours", "0", "--force-retention",
                  "--apply"]) == 0
-    assert len(files()) == len(kept) - 1
+    assert len(files()) == len(before) - 1
     said = capsys.readouterr().err
-    assert "without --apply" not in said and "--retain-hours is deprecated" in said
+    assert "hint:" not in said and "--retain-hours is deprecated" in said
     with pytest.raises(SystemExit) as both:
         main(["restore", "--audit-table", "a", "--run-id", "r", "--apply", "--dry-run"])
     assert both.value.code == 2

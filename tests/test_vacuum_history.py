@@ -37,7 +37,7 @@ from vacuum_jobs.history import (
     history_writer,
     start_commit,
 )
-from vacuum_jobs.report import NOT_RECORDED
+from vacuum_jobs.report import NOT_RECORDED, ReasonCode
 from vacuum_jobs.targets import TableTarget, TargetsError, from_file
 
 # The names Delta's VacuumCommand writes (DeltaOperations.VacuumStart / VacuumEnd, DeltaOperationMetrics).
@@ -120,7 +120,7 @@ def test_a_failed_delete_still_ends_the_history_and_says_failed(spark, tmp_path)
     report = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False)
 
     (only,) = report.tables
-    assert only.status == "failed" and only.counts.failed_files == 1
+    assert (only.status, only.reason_code) == ("failed", ReasonCode.DELETES_FAILED) and only.counts.failed_files == 1
     (start_name, start), (end_name, end) = ours(table)[report.run_id]
     assert json.loads(end["operationParameters"]["status"]) == "FAILED"
     assert end["operationMetrics"]["numFailedDeletes"] == "1"

@@ -65,7 +65,7 @@ def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls
         ["strace", "-f", "-q", "-o", str(traced), "-P", str(at), "-e", f"trace={calls}",
          "-e", f"inject={calls}:error=EIO:signal=SIGKILL", sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory,
          *[a for t in tables for a in ("--table", str(t))], "--retain-hours", "0", "--force-retention",
-         "--audit-table", str(audit), "--master", "local[2]"],
+         "--apply", "--audit-table", str(audit), "--master", "local[2]"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True)
 
 

@@ -20,8 +20,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakeio.audit import read_audit, verify_chain
+from lakeio.steps import Step
 from tests.lakes import inventory_of, now_ms, vacuum
-from vacuum_jobs.batch_vacuum import STEP_DELETING, BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 
 pytestmark = pytest.mark.slow  # whole vacuum runs, two at once
 
@@ -70,7 +71,7 @@ def _held_run(spark, inventory: str, tables: list[Path], audit: Path, hold: Call
 
 def _at_the_deletes(pause) -> dict:
     """Run A's own step hook: planned and checked again, its next step deletes."""
-    return {"on_step": lambda step: pause() if step == STEP_DELETING else None}
+    return {"on_step": lambda step: pause() if step == Step.DELETING else None}
 
 
 def _at_the_audit_commit(pause) -> dict:

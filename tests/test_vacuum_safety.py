@@ -19,11 +19,13 @@ from deltalake import DeltaTable, write_deltalake
 
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
+from lakeio.steps import Step
 from tests.feature_lake import copy_table
 from tests.lakes import by_table, inventory_of
 from tests.report_schemas import assert_matches_schema
-from vacuum_jobs.batch_vacuum import STEP_PLANNING, STEP_RECHECK, BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
 from vacuum_jobs.cli import main
+from vacuum_jobs.report import ReasonCode
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over lakes of traps
 
@@ -147,7 +149,7 @@ def test_a_lake_of_traps(spark, tmp_path):
     spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
     try:
         code = main(["--inventory-table", str(inventory), *[a for t in tables for a in ("--table", str(t))],
-                     "--report", str(report_file)])
+                     "--apply", "--report", str(report_file)])
     finally:
         spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
         spark.conf.unset("spark.sql.files.ignoreMissingFiles")
@@ -190,7 +192,7 @@ def test_a_commit_between_plan_and_delete_is_honoured(spark, tmp_path):
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
     def restore_before_the_recheck(step: str) -> None:
-        if step == STEP_RECHECK:
+        if step == Step.RECHECKING:
             _commit(table, [original_add])
 
     run = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False), on_step=restore_before_the_recheck).execute(
@@ -210,7 +212,7 @@ def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tm
     inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
 
     def upgrade_before_the_recheck(step: str) -> None:
-        if step == STEP_RECHECK:
+        if step == Step.RECHECKING:
             _commit(table, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                           "readerFeatures": ["someFutureFeature"], "writerFeatures": []}}])
 
@@ -218,6 +220,7 @@ def test_a_table_whose_protocol_changed_since_planning_deletes_nothing(spark, tm
         [str(table)])
     report = by_table(run)["t"]
     assert report.status == "refused" and "changed since planning" in report.reason
+    assert report.reason_code == ReasonCode.CHANGED_SINCE_PLANNING
     assert orphan.exists()
     # The table's report keeps what planning found; the run's totals count only what it acted on.
     assert report.counts.candidate_files == 1
@@ -239,7 +242,7 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_only_its_own_table(sp
     cleaned_up = []
 
     def clean_up_before_the_first_plan(step: str) -> None:
-        if step == STEP_PLANNING and not cleaned_up:  # once, between the first summary read and the plan
+        if step == Step.PLANNING and not cleaned_up:  # once, between the first summary read and the plan
             _table(cleaned, 1)  # version 4
             DeltaTable(str(cleaned)).create_checkpoint()
             for old in (cleaned / "_delta_log").glob("0000000000000000000[0-3].*"):
@@ -251,6 +254,7 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_only_its_own_table(sp
 
     tables = by_table(run)
     assert tables["cleaned"].status == "refused" and "vanished while the run planned" in tables["cleaned"].reason
+    assert tables["cleaned"].reason_code == ReasonCode.LOG_VANISHED
     assert tables["other"].status == "dry_run" and tables["other"].counts.candidate_files == 1
     audited = DeltaTable(str(tmp_path / "audit")).to_pyarrow_table().to_pylist()
     assert {(r["table_root"].rsplit("/", 1)[1], r["action"]) for r in audited if r["path"] is not None} == {

@@ -16,6 +16,7 @@ from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION
 from lake_reports.erasure_document import COLOURS, VerdictStatus
 from lakeio.audit import FINAL_STATUSES
 from tests.report_schemas import SCHEMAS
+from vacuum_jobs.report import ReasonCode
 from vacuum_jobs.restore_purge import UndoCommand
 
 TESTS = Path(__file__).resolve().parent
@@ -30,8 +31,10 @@ IN_SCHEMAS = {
     ("erasure-evidence", "properties/copies/items/properties/etag_kind"): EtagKind,
     ("erasure-evidence", "properties/verdict/properties/status"): VerdictStatus,
     ("vacuum-report", "$defs/table/properties/status"): FINAL_STATUSES,  # a report never says pending
+    ("vacuum-report", "$defs/table/properties/reason_code/anyOf/1"): ReasonCode,
 }
-PRODUCED_BY_TESTS = (ErasureStatus, CopyStatus, EtagKind, VerdictStatus, ChargeCategory, DeliveryStatus, UndoCommand)
+PRODUCED_BY_TESTS = (ErasureStatus, CopyStatus, EtagKind, VerdictStatus, ChargeCategory, DeliveryStatus, UndoCommand,
+                     ReasonCode)
 
 
 def _enums(node, path: str = "") -> dict[str, list]:

@@ -9,12 +9,12 @@ from lakeio.audit import AuditAction, TableStatus
 from lakeio.errors import HousekeepingError
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vacuum
 from vacuum_jobs.deleter import DeleteSettings
-from vacuum_jobs.report import RunReport, TableCounts, TableReport
+from vacuum_jobs.report import ReasonCode, RunReport, TableCounts, TableReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError
 
 __all__ = [
-    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "HousekeepingError", "RunRefused",
-    "RunReport", "TableCounts", "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoCommand",
+    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "HousekeepingError", "ReasonCode",
+    "RunRefused", "RunReport", "TableCounts", "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoCommand",
     "UndoError", "UndoOptions", "UndoReport", "VacuumOptions", "purge", "restore", "vacuum",
 ]

@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import catalog, uris
-from lakeio.audit import AuditAction, TableStatus, check_audit_table, record_kept
-from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
+from lakeio.audit import AuditAction, TableStatus
+from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
@@ -34,10 +34,10 @@ from lakeio.errors import HousekeepingError
 from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths, of_tables
 from lakeio.spark import check_workers, is_missing_file
-from lakeio.steps import Steps
+from lakeio.steps import Step, Steps
 from lakeio.storage import Storage
 from lakeio.text import first_line
-from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
+from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.history import (
@@ -53,10 +53,10 @@ from vacuum_jobs.history import (
     session_history_setting,
     start_commit,
 )
-from vacuum_jobs.interrupted import forget_intent, note_intent, run_ended, settler
+from vacuum_jobs.interrupted import forget_intent, note_intent, ready_audit, run_ended
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
-from vacuum_jobs.report import NOT_READ, NOT_RECORDED, RunReport, RunTables, TableReport, write_audit
+from vacuum_jobs.report import NOT_READ, NOT_RECORDED, ReasonCode, RunReport, RunTables, TableReport, write_audit
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
@@ -64,13 +64,6 @@ log = logging.getLogger(__name__)
 ERROR_SAMPLE = 20
 WOULD_DELETE_SAMPLE = 100  # of a dry run's candidates, named per table in its report
 # The run's steps, as its report's step_seconds names them.
-STEP_INVENTORY = "the inventory's date"
-STEP_FINDING = "finding the Delta tables"
-STEP_LOGS = "reading the logs"
-STEP_PLANNING = "planning"
-STEP_RECHECK = "checking the logs again"
-STEP_DELETING = "deleting"  # or, in a dry run, listing the candidates
-STEP_RECORDING = "recording the audit"
 
 
 @dataclass
@@ -188,7 +181,7 @@ class BatchVacuum:
         self.started = time.monotonic()
         self.histories = {}
         self.progress.restart()
-        self.progress.begin(STEP_INVENTORY, "reading the inventory")
+        self.progress.begin(Step.INVENTORY_DATE, "reading the inventory")
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
@@ -234,7 +227,7 @@ class BatchVacuum:
         given: list[TableTarget] | Database | None = (
             tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
         explicit: list[TableTarget] | None = None
-        unnamed: dict[str, str] = {}
+        unnamed: dict[str, tuple[ReasonCode, str]] = {}
         passed_by: dict[str, str] = {}
         try:
             self.options = replace(self.options, inventory_table=catalog.resolve(self.spark, self.options.inventory_table),
@@ -245,8 +238,10 @@ class BatchVacuum:
                 explicit, unnamed, passed_by = resolve_names(self.spark, given)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
             raise self._refused(run, str(refusal)) from None
-        return explicit, ([TableReport(name, TableStatus.REFUSED, why, name=name) for name, why in unnamed.items()]
-                          + [TableReport(name, TableStatus.SKIPPED, why, name=name) for name, why in passed_by.items()])
+        return explicit, ([TableReport(name, TableStatus.REFUSED, why, name=name, reason_code=code)
+                           for name, (code, why) in unnamed.items()]
+                          + [TableReport(name, TableStatus.SKIPPED, why, name=name, reason_code=ReasonCode.NOT_VACUUMABLE)
+                             for name, why in passed_by.items()])
 
     def _ready(self, run: RunReport, explicit: list[TableTarget] | None, not_run: list[TableReport],
                now_ms: int) -> InventorySnapshot:
@@ -257,7 +252,7 @@ class BatchVacuum:
                 self._ready_audit(run, explicit or [])
             inventory = self._load_inventory(now_ms)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
-            run.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name)
+            run.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name, reason_code=ReasonCode.RUN_REFUSED)
                           for t in explicit or []] + not_run
             raise self._refused(run, str(refusal)) from None
         run.inventory_date = inventory.day.isoformat()
@@ -267,7 +262,7 @@ class BatchVacuum:
         """Append the run to the audit table (kept for the next run when the append fails), then drop
         the delete journals: a run killed before this point is read back from them."""
         if self.options.audit_table:
-            self.progress.begin(STEP_RECORDING, f"recording {self.options.audit_table}")
+            self.progress.begin(Step.RECORDING, f"recording {self.options.audit_table}")
             try:
                 write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes,
                             before_commit=self.before_commit)
@@ -278,31 +273,22 @@ class BatchVacuum:
 
     def _ready_audit(self, run: RunReport, targets: list[TableTarget]) -> None:
         """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
-        folder), and runs whose own append failed are appended first (lakeio.audit_journal)."""
-        audit = self.options.audit_table
-        assert audit is not None
-        check_audit_table(self.spark, audit)
-        prove_writable(self.spark, audit)
-        try:
-            own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
-            settle = settler(self.spark, self.options.delete,
-                             lambda state: TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root))))
-            recorded = record_kept(self.spark, audit, settle=settle,
-                                   before_commit=self.before_commit)
-        except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
-            run.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
-            return
-        run.audit_problems += recorded.problems
-        if recorded.runs:
-            self.progress(f"appended {len(recorded.runs)} earlier run(s) the audit table had not taken: "
-                          + ", ".join(recorded.runs))
+        folder), and the runs kept for it appended first: the one readiness of every destructive run (ready_audit)."""
+        assert self.options.audit_table is not None
+        own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
+
+        def history_of(state: TableState) -> TableHistory:
+            return TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root)))
+
+        run.audit_problems += ready_audit(self.spark, self.options.audit_table, self.options.delete, history_of,
+                                          self.progress, self.before_commit)
 
     def _load_inventory(self, now_ms: int) -> InventorySnapshot:
         """The newest (or chosen) inventory date; refused when there is none or it is too old.
         Every row of the date: the plan picks one row per object itself, in its own pass."""
         inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date,
                                        self.options.max_inventory_age_hours, now_ms)
-        self.progress.begin(STEP_FINDING, f"inventory {inventory.table} as of {inventory.day}")
+        self.progress.begin(Step.FINDING_TABLES, f"inventory {inventory.table} as of {inventory.day}")
         return inventory
 
     def _runnable(self, targets: list[TableTarget], run_tables: RunTables) -> list[TableTarget]:
@@ -312,9 +298,9 @@ class BatchVacuum:
         trash = self.options.delete.trash
         for target in targets:
             if not target.enabled:
-                run_tables.skip(target.root, "disabled in the tables file")
-            elif trash and (why := _trash_unusable(uris.canonical(uris.to_uri(trash)), target.root)):
-                run_tables.refuse(target.root, why)
+                run_tables.skip(target.root, ReasonCode.DISABLED, "disabled in the tables file")
+            elif trash and (why := _trash_unusable(uris.canonical(trash), target.root)):
+                run_tables.refuse(target.root, ReasonCode.TRASH_UNUSABLE, why)
             else:
                 runnable.append(target)
         return runnable
@@ -322,14 +308,14 @@ class BatchVacuum:
     def _read_logs(self, targets: list[TableTarget], run_tables: RunTables) -> Replay:
         """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once. Sets each
         table's version; refuses a table whose log cannot be read."""
-        self.progress.begin(STEP_LOGS, f"reading the logs of {len(targets)} table(s)")
+        self.progress.begin(Step.READING_LOGS, f"reading the logs of {len(targets)} table(s)")
         replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
                            check_paths=False,  # the plan checks them in its pass
                            keep_commits=True)  # the plan reads the actions from the commits the summary parsed
         for root, version in replay.versions.items():
             run_tables[root].version = version
         for root, reason in replay.failures.items():
-            run_tables.refuse(root, f"unreadable log: {reason}")
+            run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
         return replay
 
     def _apply_gates(self, targets: list[TableTarget], replay: Replay, run_tables: RunTables,
@@ -344,7 +330,8 @@ class BatchVacuum:
             try:
                 policy = self._gate(target, state, run_tables, now_ms)
             except Exception as exc:
-                run_tables.refuse(target.root, f"cannot make sense of its log: {first_line(exc)}")
+                run_tables.refuse(target.root, ReasonCode.LOG_NOT_UNDERSTOOD,
+                                  f"cannot make sense of its log: {first_line(exc)}")
                 continue
             if policy is not None:
                 policies.append(policy)
@@ -356,27 +343,27 @@ class BatchVacuum:
         root = target.root
         skip = gates.catalog_managed(state)
         if skip:
-            run_tables.skip(root, skip)
+            run_tables.skip(root, ReasonCode.CATALOG_MANAGED, skip)
             return None
         refusal = gates.unknown_protocol(state)
         if refusal:
-            run_tables.refuse(root, refusal)
+            run_tables.refuse(root, ReasonCode.UNSUPPORTED_PROTOCOL, refusal)
             return None
         try:
             table_hours = gates.table_retention_hours(state)
         except ValueError as exc:
-            run_tables.refuse(root, f"delta.deletedFileRetentionDuration: {exc}")
+            run_tables.refuse(root, ReasonCode.RETENTION_SETTING_INVALID, f"delta.deletedFileRetentionDuration: {exc}")
             return None
         hours = next(h for h in (target.retention_hours, self.options.retention_hours, table_hours) if h is not None)
         if hours < table_hours and self.options.enforce_retention_duration:
-            run_tables.refuse(root, f"retention {hours:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-                 f"({table_hours:g} h); pass --force-retention to allow it")
+            run_tables.refuse(root, ReasonCode.RETENTION_BELOW_TABLE, f"retention {hours:g} h is shorter than the "
+                              f"table's delta.deletedFileRetentionDuration ({table_hours:g} h), which the run enforces")
             return None
-        cutoff = now_ms - int(hours * MS_PER_HOUR)
+        cutoff = cutoff_ms(now_ms, hours)
         try:
             policy = TablePolicy.for_state(state, cutoff)
         except ValueError as exc:
-            run_tables.refuse(root, str(exc))
+            run_tables.refuse(root, ReasonCode.LOG_NOT_UNDERSTOOD, str(exc))
             return None
         report = run_tables[root]
         report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
@@ -422,7 +409,7 @@ class BatchVacuum:
                     raise
                 why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {first_line(exc)}"
                 if lost in run_tables:
-                    run_tables.refuse(lost, f"{why}; vacuum it in the next run")
+                    run_tables.refuse(lost, ReasonCode.LOG_VANISHED, f"{why}; vacuum it in the next run")
                     targets = [t for t in targets if t.root != lost]
                     others.append(lost)  # listed afresh, for the files it needs from the others
                 else:
@@ -455,7 +442,7 @@ class BatchVacuum:
               run_tables: RunTables, lake: list[TableRoot], references: References) -> Plan:
         """The candidates of every table in one pass. Sets each table's counts, coverage, missing files and
         the tables referencing it; refuses a table whose log rows the plan cannot read."""
-        self.progress.begin(STEP_PLANNING, f"planning {len(policies)} table(s) against the inventory")
+        self.progress.begin(Step.PLANNING, f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not run_tables[p.table_root].dry_run for p in policies)
         # Cached where anything reads the plan again (the deletes, the audit), so that no log file
         # is needed from storage after this.
@@ -463,7 +450,7 @@ class BatchVacuum:
                            cache=deleting or self.options.audit_table is not None, log_rows=replay.rows,
                            references=references.frame)
         for root, reason in plan.refused.items():
-            run_tables.refuse(root, f"unreadable log: {reason}")
+            run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
             report = run_tables[root]
             report.counts = table_plan.counts
@@ -477,8 +464,8 @@ class BatchVacuum:
         for root, table_plan in plan.tables.items():
             coverage = table_plan.coverage
             if coverage is not None and coverage < self.options.min_coverage:
-                run_tables.refuse(root, f"inventory does not cover this table: it lists {coverage:.0%} of the "
-                     f"{table_plan.old_live_files} live file(s) written before it was taken")
+                run_tables.refuse(root, ReasonCode.INVENTORY_COVERAGE, f"inventory does not cover this table: it lists "
+                                  f"{coverage:.0%} of the {table_plan.old_live_files} live file(s) written before it was taken")
 
     def _delete(self, plan: Plan, run_tables: RunTables,
                 inventory: InventorySnapshot, run_id: str) -> DataFrame | None:
@@ -493,7 +480,7 @@ class BatchVacuum:
         planning is kept (see recheck), a table whose change we cannot follow deletes nothing."""
         if not deleting:
             return Recheck()
-        self.progress.begin(STEP_RECHECK, f"checking {len(deleting)} log(s) again before deleting")
+        self.progress.begin(Step.RECHECKING, f"checking {len(deleting)} log(s) again before deleting")
         planned: dict[str, int] = {}
         for root in deleting:
             version = run_tables[root].version
@@ -501,7 +488,7 @@ class BatchVacuum:
             planned[run_tables[root].table] = version
         recheck = recheck_logs(self.spark, self.storage, planned)
         for root, reason in recheck.refused.items():
-            run_tables.refuse(root, reason)
+            run_tables.refuse(root, ReasonCode.CHANGED_SINCE_PLANNING, reason)
         if recheck.referenced is not None:
             named = plan.candidates.join(recheck.referenced, ["table_root", "path"], "left_semi")
             for row in named.groupBy("table_root").count().collect():
@@ -523,7 +510,7 @@ class BatchVacuum:
         to_delete = candidates
         if any(uris.scheme_of(root) == "s3" for root in deleting):
             candidates = _with_versions(candidates, inventory.rows, self.options.delete.purge_versions)
-        self.progress.begin(STEP_DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
+        self.progress.begin(Step.DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
         outcomes = OUTCOMES.check(of_tables(candidates, dry).select(
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(epoch_ms()).alias("at_ms"),
@@ -567,7 +554,8 @@ class BatchVacuum:
             if report.dry_run:
                 report.status = TableStatus.DRY_RUN
             elif report.counts.failed_files:
-                report.status, report.reason = TableStatus.FAILED, f"{report.counts.failed_files} deletion(s) failed"
+                report.status, report.reason_code = TableStatus.FAILED, ReasonCode.DELETES_FAILED
+                report.reason = f"{report.counts.failed_files} deletion(s) failed"
             else:
                 report.status = TableStatus.VACUUMED
         self._history_end(started, run_tables, run_id, counted=True)
@@ -588,9 +576,9 @@ class BatchVacuum:
             assert report.version is not None, root
             files, size = sizes.get(root, (0, 0))
             # After the version the table's history was decided from: the put checks every commit since.
-            commits.append((history, report.version, start_commit(run_id, history.specified_hours,
+            commits.append((history, report.version, start_commit(run_id, history.run_retention_hours,
                                                                   self.options.enforce_retention_duration,
-                                                                  history.retention_hours, files, size)))
+                                                                  history.table_retention_hours, files, size)))
         started: dict[TableRoot, int] = {}
         for root, written in zip(tables, self.log_writer.commit_each(commits)):
             if isinstance(written, HistoryNotWritten):
@@ -641,9 +629,9 @@ def _trash_unusable(trash: str, root: TableRoot) -> str | None:
     if uris.scheme_of(root) == "s3":
         return None
     if urlsplit(trash)[:2] != urlsplit(root)[:2]:  # scheme and authority
-        return f"--trash {trash} is on another file system: moving this table's files there would copy them"
+        return f"the trash {trash} is on another file system: moving this table's files there would copy them"
     if trash == root or uris.is_strictly_under(trash, root):
-        return f"--trash {trash} lies inside this table: its next vacuum would delete the trash"
+        return f"the trash {trash} lies inside this table: its next vacuum would delete the trash"
     return None
 
 
@@ -655,10 +643,10 @@ def _nothing_to_vacuum(tables: Tables, roots: list[TableRoot]) -> str:
         return "the list of tables to vacuum is empty, or none of its names is a Delta table"
     if not roots:
         return "the inventory shows no Delta table (no key with a _delta_log/ segment)"
-    patterns = ", ".join(f"--include {g!r}" for g in tables.include) or "no --include"
-    excluded = ", ".join(f"--exclude {g!r}" for g in tables.exclude)
+    patterns = "include " + ", ".join(repr(g) for g in tables.include) if tables.include else "no include pattern"
+    excluded = ", ".join(repr(g) for g in tables.exclude)
     shown = ", ".join(roots[:5]) + (f" and {len(roots) - 5} more" if len(roots) > 5 else "")
-    return (f"{patterns}{' with ' + excluded if excluded else ''} matches none of the {len(roots)} Delta table(s) "
+    return (f"{patterns}{' with exclude ' + excluded if excluded else ''} matches none of the {len(roots)} Delta table(s) "
             f"the inventory shows: {shown} (patterns match whole table URIs: start them with * or the scheme)")
 
 

@@ -40,10 +40,17 @@ from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
-from vacuum_jobs.report import RunReport
+from vacuum_jobs.report import ReasonCode, RunReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 
 RECORD_COMMAND = "record"
+# The flag that acts on a table's refusal, said on the console after the summary (the report's words name
+# no flag: a Python caller sets the option instead).
+FLAG_HINTS = {
+    ReasonCode.RETENTION_BELOW_TABLE: "--force-retention allows a retention shorter than a table's own",
+    ReasonCode.INVENTORY_COVERAGE: "--min-coverage sets the share of a table's live files the inventory must list",
+    ReasonCode.TRASH_UNUSABLE: "--trash must be on the tables' file system and outside every table",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,10 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="allow a retention shorter than the table's own setting")
     acting = parser.add_mutually_exclusive_group()
     acting.add_argument("--apply", action="store_true",
-                        help="delete the candidates. Without --apply or --dry-run this release still deletes, "
-                             "with a warning; from the next release the command only plans unless --apply, as "
-                             "restore and purge do (and as the Python API vacuum() does unless dry_run=False)")
-    acting.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing")
+                        help="delete the candidates (default: a dry run, as restore, purge and the Python API's "
+                             "vacuum() plan unless told to act)")
+    acting.add_argument("--dry-run", action="store_true", help="plan and report; delete nothing (the default)")
     parser.add_argument("--report", metavar="FILE.json", type=place("FILE.json"),
                         help="write the JSON report here (a local path or a URI)")
     parser.add_argument("--list-candidates", metavar="FILE", type=place("FILE"),
@@ -232,10 +238,6 @@ def main(argv: list[str] | None = None) -> int:
     if (args.include or args.exclude) and not args.discover:
         parser.error("--include and --exclude go with --discover")
     warn_old_flags(argv, {"--retain-hours": "--retention-hours"})
-    if not args.apply and not args.dry_run:
-        print("warning: deleting without --apply: from the next release python -m vacuum_jobs only plans unless "
-              "--apply is given (as restore and purge do); pass --apply to keep deleting, --dry-run to plan",
-              file=sys.stderr)
     try:
         delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
                                 endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions,
@@ -249,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             max_inventory_age_hours=args.max_inventory_age_hours,
             retention_hours=args.retention_hours,
             enforce_retention_duration=not args.force_retention,
-            dry_run=args.dry_run,
+            dry_run=not args.apply,
             audit_table=args.audit_table,
             min_coverage=args.min_coverage,
             delete=delete,
@@ -278,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunRefused as refusal:  # its summary is the error: why, once
         report = refusal.report
     status = report_out(spark, report, args.report, refused=report.refused is not None)
+    for hint in sorted({FLAG_HINTS[t.reason_code] for t in report.tables if t.reason_code in FLAG_HINTS}):
+        print(f"hint: {hint}", file=sys.stderr)
     if args.list_candidates and report.refused is None:
         try:
             write_lines(spark, args.list_candidates, _would_delete(report))

@@ -35,8 +35,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -50,6 +51,8 @@ from lakeio.times import epoch_ms
 
 log = logging.getLogger(__name__)
 EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
+# A boto3 S3 client: botocore builds its methods at run time, so it is untyped here.
+S3Client = Any
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
                              "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
 
@@ -65,7 +68,7 @@ class DeleteSettings:
     purge_versions: bool = False  # delete every listed version instead of adding a delete marker
     trash: str | None = None  # move files not on S3 into this folder instead of deleting them (see trash_path)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
             raise ValueError("batch_size must be between 1 and 1000")
         if not self.keys_per_second > 0:
@@ -97,7 +100,7 @@ class Outcome:
     delete_marker_id: str | None = None  # the delete marker S3 added (versioned buckets)
     trash_path: str | None = None  # where the file was moved to instead (a trash folder)
 
-    def row(self) -> tuple:
+    def row(self) -> tuple[object, ...]:
         t = self.target
         return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms,
                 t.version_id if self.delete_marker_id else None, self.delete_marker_id, self.trash_path)
@@ -125,8 +128,8 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
 
 
 def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
-                    per_task: Callable[[Iterable, int], Iterator[tuple]],
-                    on_driver: Callable[[Iterator], Iterator[tuple]]) -> DataFrame:
+                    per_task: Callable[[Iterable[Row], int], Iterator[tuple[object, ...]]],
+                    on_driver: Callable[[Iterator[Row]], Iterator[tuple[object, ...]]]) -> DataFrame:
     """``rows`` (with a ``path``) acted on where their store is reachable, one ``schema`` row each: S3
     and local files in one wave of executor tasks (``per_task(rows, slices)``: every task runs at once,
     none waits for a slot while holding a share of a pace), other stores from the driver through
@@ -141,12 +144,12 @@ def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
     return result
 
 
-def _target(row) -> Target:
+def _target(row: Row) -> Target:
     return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()),
                   row["version_id"])
 
 
-def _delete_rows(rows: Iterable, settings: DeleteSettings, keys_per_second: float, run_id: str) -> Iterator[Outcome]:
+def _delete_rows(rows: Iterable[Row], settings: DeleteSettings, keys_per_second: float, run_id: str) -> Iterator[Outcome]:
     """One executor task's share; its tally goes to the executor's log."""
     s3_targets: list[Target] = []
     local_targets: list[Target] = []
@@ -289,7 +292,7 @@ class S3BatchDeleter:
 
     ``keys_per_second`` is this deleter's share of the run's pace (default: all of it)."""
 
-    def __init__(self, settings: DeleteSettings, client=None, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, settings: DeleteSettings, client: S3Client | None = None, sleep: Callable[[float], None] = time.sleep,
                  keys_per_second: float | None = None):
         self.settings = settings
         self.sleep = sleep
@@ -300,7 +303,8 @@ class S3BatchDeleter:
 
     @staticmethod
     def make_client(endpoint_url: str | None = None,
-                    read_timeout_seconds: float = DeleteSettings.read_timeout_seconds, retries: dict | None = None):
+                    read_timeout_seconds: float = DeleteSettings.read_timeout_seconds,
+                    retries: dict[str, Any] | None = None) -> S3Client:
         """A boto3 S3 client, by default without botocore's own retries: ours (below) cover throttling,
         dropped connections, timeouts and per-key errors alike, and count every attempt against the pace."""
         import boto3
@@ -310,13 +314,13 @@ class S3BatchDeleter:
             retries=retries or {"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10))
 
     @property
-    def client(self):
+    def client(self) -> S3Client:
         if self._client is None:
             self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds)
         return self._client
 
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:
-        by_bucket: dict[str, list[tuple[dict, Target]]] = {}
+        by_bucket: dict[str, list[tuple[dict[str, Any], Target]]] = {}
         for target in targets:
             bucket, key = uris.bucket_and_key(target.path)
             if self.settings.purge_versions and target.version_ids:
@@ -327,7 +331,7 @@ class S3BatchDeleter:
         for bucket, entries in by_bucket.items():
             yield from self._delete_bucket(bucket, entries)
 
-    def _delete_bucket(self, bucket: str, entries: list[tuple[dict, Target]]) -> Iterator[Outcome]:
+    def _delete_bucket(self, bucket: str, entries: list[tuple[dict[str, Any], Target]]) -> Iterator[Outcome]:
         """Entries of one target (its versions) may span batches; a target fails if any entry fails."""
         errors: dict[Target, str] = {}
         markers: dict[Target, str] = {}
@@ -348,8 +352,8 @@ class S3BatchDeleter:
                     action = AuditAction.FAILED if target in errors else AuditAction.DELETED
                     yield Outcome(target, action, errors.get(target), epoch_ms(), markers.get(target))
 
-    def _delete_batch(self, bucket: str, batch: list[tuple[dict, Target]]
-                      ) -> Iterator[tuple[dict, Target, str | None, str | None]]:
+    def _delete_batch(self, bucket: str, batch: list[tuple[dict[str, Any], Target]]
+                      ) -> Iterator[tuple[dict[str, Any], Target, str | None, str | None]]:
         """Per entry: its error, or the delete marker a key's delete added (versioned buckets)."""
         pending = list(batch)
         for attempt in range(1, self.settings.max_attempts + 1):
@@ -432,10 +436,10 @@ def _error_code(exc: Exception) -> tuple[str | None, int | None]:
     return response.get("Error", {}).get("Code"), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-def key_versions(client, path: str) -> list[dict]:
+def key_versions(client: S3Client, path: str) -> list[dict[str, Any]]:
     """Every version and delete marker of exactly this key (``marker`` says which)."""
     bucket, key = uris.bucket_and_key(path)
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     params = {"Bucket": bucket, "Prefix": key}
     while True:
         page = client.list_object_versions(**params)

@@ -44,7 +44,7 @@ from lakeio.deltalog.segments import log_segments
 from lakeio.errors import HousekeepingError
 from lakeio.storage import Storage
 from lakeio.text import first_line
-from lakeio.times import MS_PER_HOUR, epoch_ms
+from lakeio.times import epoch_ms, hours_ms
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 
 START, END = "VACUUM START", "VACUUM END"
@@ -115,14 +115,14 @@ class VacuumCommit:
     metrics: dict[str, str]
 
 
-def start_commit(run_id: str, specified_hours: float | None, retention_check: bool, table_retention_hours: float,
+def start_commit(run_id: str, run_retention_hours: float | None, retention_check: bool, table_retention_hours: float,
                  files: int, size: int) -> VacuumCommit:
     """What the run is about to delete in a table (``files``, ``size`` bytes), under which retention:
-    ``specifiedRetentionMillis`` only where the run was given one (``specified_hours``), as Delta."""
+    ``specifiedRetentionMillis`` only where the run was given one (``run_retention_hours``), as Delta."""
     parameters = {"retentionCheckEnabled": json.dumps(retention_check),
-                  "defaultRetentionMillis": json.dumps(round(table_retention_hours * MS_PER_HOUR))}
-    if specified_hours is not None:
-        parameters["specifiedRetentionMillis"] = json.dumps(round(specified_hours * MS_PER_HOUR))
+                  "defaultRetentionMillis": json.dumps(hours_ms(table_retention_hours))}
+    if run_retention_hours is not None:
+        parameters["specifiedRetentionMillis"] = json.dumps(hours_ms(run_retention_hours))
     parameters["runId"] = json.dumps(run_id)
     return VacuumCommit(START, parameters, {"numFilesToDelete": str(files), "sizeOfDataToDelete": str(size)})
 
@@ -144,13 +144,13 @@ class TableHistory:
     root: str
     setting: HistorySetting
     in_commit_timestamps: bool = False
-    retention_hours: float = 0.0  # the table's own delta.deletedFileRetentionDuration
-    specified_hours: float | None = None  # the retention the run was given, if any
+    table_retention_hours: float = 0.0  # the table's own delta.deletedFileRetentionDuration
+    run_retention_hours: float | None = None  # the retention the run was given (the run's or the tables file's), if any
     not_recordable: str | None = None  # why its history cannot be written
 
     @classmethod
-    def of(cls, state: TableState, setting: HistorySetting, retention_hours: float = 0.0,
-           specified_hours: float | None = None) -> TableHistory:
+    def of(cls, state: TableState, setting: HistorySetting, table_retention_hours: float = 0.0,
+           run_retention_hours: float | None = None) -> TableHistory:
         """The table's history as its state (``state.version``) allows: every commit, whichever path
         writes it, passes these gates."""
         root = state.table_root
@@ -163,7 +163,7 @@ class TableHistory:
         else:
             why = gates.catalog_managed(state) or gates.unknown_protocol(state)
         ict = state.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
-        return cls(root, setting, ict, retention_hours, specified_hours,
+        return cls(root, setting, ict, table_retention_hours, run_retention_hours,
                    f"{why} (at version {state.version})" if why else None)
 
 

@@ -23,13 +23,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import date, timedelta
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import audit_journal, uris
-from lakeio.audit import AuditAction, RunTable, run_rows
+from lakeio.audit import AuditAction, RunTable, check_audit_table, record_kept, run_rows
+from lakeio.audit_journal import journal_of, prove_writable
+from lakeio.delta_write import BeforeCommit
 from lakeio.shapes import OUTCOMES
+from lakeio.steps import Steps
 from lakeio.storage import Storage
+from lakeio.text import first_line
 from lakeio.times import epoch_ms
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
 from vacuum_jobs.history import HistoryOf, close_killed_run, history_writer
@@ -40,6 +44,24 @@ DEAD_AFTER = timedelta(days=1)
 # Runs of this process that have noted their intent and not ended yet.
 _RUNNING: set[str] = set()
 _RUNNING_LOCK = threading.Lock()
+
+
+def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings, history_of: HistoryOf, steps: Steps,
+                before_commit: BeforeCommit | None = None) -> list[str]:
+    """Before a vacuum, restore or purge changes anything: the audit table can take its rows (its schema, a
+    write in its folder: IncompatibleTable or AuditUnwritable otherwise), and the runs kept for it are
+    appended first, a killed run's note settled into the rows of what it did (:func:`settler`, which
+    closes its VACUUM START as ``history_of`` decides). Returns what could not be appended: kept for the
+    next run, and said in this run's report."""
+    check_audit_table(spark, audit_table)
+    prove_writable(spark, audit_table)
+    try:
+        recorded = record_kept(spark, audit_table, settle=settler(spark, settings, history_of), before_commit=before_commit)
+    except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
+        return [f"runs kept in {journal_of(audit_table)} could not be appended: {first_line(exc)}"]
+    if recorded.runs:
+        steps(f"appended {len(recorded.runs)} earlier run(s) the audit table had not taken: " + ", ".join(recorded.runs))
+    return recorded.problems
 
 
 def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: DataFrame, trash: str | None,
@@ -113,7 +135,8 @@ def _may_be_running(host: str, pid: int, noted_ms: int, run_id: str) -> bool:
     return noted_ms > (time.time() - DEAD_AFTER.total_seconds()) * 1000
 
 
-def _looked_at(rows: Iterable, settings: DeleteSettings, run_id: str, storage: Storage | None) -> Iterator[tuple]:
+def _looked_at(rows: Iterable[Row], settings: DeleteSettings, run_id: str, storage: Storage | None
+               ) -> Iterator[tuple[object, ...]]:
     """The outcome of each noted file that is no longer in its place (one task's share, or the
     driver's through Hadoop for other stores)."""
     client = None

@@ -36,7 +36,7 @@ from lakeio.deltalog.segments import UnreadableLog, log_segment_at
 from lakeio.shapes import local_frame
 from lakeio.storage import Storage
 from lakeio.text import StrEnum
-from lakeio.times import MS_PER_HOUR
+from lakeio.times import cutoff_ms
 
 
 class KeptBecause(StrEnum):
@@ -70,10 +70,10 @@ def run_cutoff(started_ms: int, run_hours: float | None, table_now_hours: float,
     raised after the run (``table_at_run_hours``: the table's own at the version the run planned;
     None: not known, so taken as raised). A run that recorded no retention: the table's own now.
     ``table_now_hours`` is ``math.inf`` where the table's setting does not parse (every tombstone kept)."""
-    table_now_ms = EVERY_TOMBSTONE if math.isinf(table_now_hours) else now_ms - int(table_now_hours * MS_PER_HOUR)
+    table_now_ms = EVERY_TOMBSTONE if math.isinf(table_now_hours) else cutoff_ms(now_ms, table_now_hours)
     if run_hours is None:
         return RunCutoff(None, table_now_ms)
-    cutoff = started_ms - int(run_hours * MS_PER_HOUR)
+    cutoff = cutoff_ms(started_ms, run_hours)
     raised = table_now_hours > run_hours and (table_at_run_hours is None or table_now_hours > table_at_run_hours)
     if raised and table_now_ms < cutoff:
         return RunCutoff(cutoff, table_now_ms, table_now_hours)

@@ -215,4 +215,4 @@ def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) ->
     missing = classified.where(F.col("log_old_live") & ~F.col("present"))
     for root, paths in first_paths(missing, MISSING_SAMPLE).items():
         if root in plans:
-            plans[TableRoot(root)].missing += paths
+            plans[root].missing += paths

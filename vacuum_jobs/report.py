@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakeio import uris
 from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
 from lakeio.delta_write import BeforeCommit
-from lakeio.text import human_bytes, shorten
+from lakeio.text import StrEnum, human_bytes, shorten
 from lakeio.uris import TableRoot
 
 
@@ -55,6 +55,29 @@ class TableCounts:
         return tuple(f.name for f in fields(cls))
 
 
+class ReasonCode(StrEnum):
+    """Why a table of a run was refused, skipped or failed, for a monitor or a caller to act on: the
+    report's ``reason_code`` beside ``reason``, which says the same in words with the table's figures."""
+
+    NAME_UNRESOLVED = "name_unresolved"  # a catalog name that resolves to no table
+    NOT_VACUUMABLE = "not_vacuumable"  # a view, or a table that is not Delta (a database's: skipped)
+    RUN_REFUSED = "run_refused"  # the run was refused before it read this table (the summary says why)
+    DISABLED = "disabled"  # enabled: false in the tables file (skipped)
+    TRASH_UNUSABLE = "trash_unusable"  # the trash folder cannot take this table's files by a rename
+    UNREADABLE_LOG = "unreadable_log"
+    LOG_NOT_UNDERSTOOD = "log_not_understood"  # a log that reads but says what the protocol does not allow
+    CATALOG_MANAGED = "catalog_managed"  # its catalog owns commits and cleanup (skipped)
+    UNSUPPORTED_PROTOCOL = "unsupported_protocol"  # a reader or writer feature this release does not know
+    RETENTION_SETTING_INVALID = "retention_setting_invalid"  # delta.deletedFileRetentionDuration unreadable
+    # shorter than the table's delta.deletedFileRetentionDuration: enforce_retention_duration=False
+    # (--force-retention) allows it
+    RETENTION_BELOW_TABLE = "retention_below_table"
+    LOG_VANISHED = "log_vanished"  # a file of its log went while the run planned
+    INVENTORY_COVERAGE = "inventory_coverage"  # the inventory lists too few of its live files (min_coverage)
+    CHANGED_SINCE_PLANNING = "changed_since_planning"  # a change to its log the run cannot follow
+    DELETES_FAILED = "deletes_failed"
+
+
 # How ``TableReport.history`` says a commit of the table's history is missing.
 NOT_RECORDED = "not recorded"
 NOT_READ = "not read: the run was refused"  # a table of a run refused before it read any (RunReport.refused)
@@ -77,6 +100,7 @@ class TableReport:
     referenced_by: dict[str, int] = field(default_factory=dict)  # other tables needing its files: how many each
     name: str | None = None  # the catalog name it was given by, shown in place of its location
     history: str | None = None  # its VACUUM START and END versions, or why they are missing; the rule that decided
+    reason_code: ReasonCode | None = None  # the reason as a word of a fixed vocabulary
 
     @property
     def history_incomplete(self) -> bool:
@@ -96,9 +120,9 @@ class RunTables:
     def __init__(self, reports: Mapping[TableRoot, TableReport]):
         self._reports = dict(reports)
 
-    def __getitem__(self, root: str) -> TableReport:
-        """``root`` is canonical: a key the run's own steps made (replay, plan, recheck)."""
-        return self._reports[TableRoot(root)]
+    def __getitem__(self, root: TableRoot) -> TableReport:
+        """The report of ``root``, as the run's own steps made it (replay, plan, recheck)."""
+        return self._reports[root]
 
     def __contains__(self, root: object) -> bool:
         return root in self._reports
@@ -106,19 +130,19 @@ class RunTables:
     def reports(self) -> list[TableReport]:
         return list(self._reports.values())
 
-    def refuse(self, root: str, reason: str) -> None:
-        self._end(root, TableStatus.REFUSED, reason)
+    def refuse(self, root: TableRoot, code: ReasonCode, reason: str) -> None:
+        self._end(root, TableStatus.REFUSED, code, reason)
 
-    def skip(self, root: str, reason: str) -> None:
-        self._end(root, TableStatus.SKIPPED, reason)
+    def skip(self, root: TableRoot, code: ReasonCode, reason: str) -> None:
+        self._end(root, TableStatus.SKIPPED, code, reason)
 
     def pending(self, among: Collection[str]) -> list[TableRoot]:
         """The tables of ``among`` that no step has ended yet, in the run's order."""
         return [root for root, report in self._reports.items() if root in among and report.status == TableStatus.PENDING]
 
-    def _end(self, root: str, status: TableStatus, reason: str) -> None:
+    def _end(self, root: TableRoot, status: TableStatus, code: ReasonCode, reason: str) -> None:
         report = self[root]
-        report.status, report.reason = status, reason
+        report.status, report.reason_code, report.reason = status, code, reason
 
 
 @dataclass
@@ -138,7 +162,7 @@ class RunReport:
     # Why the whole run was refused before it deleted anything (batch_vacuum.RunRefused); None when it ran.
     refused: str | None = None
     elapsed_seconds: float = 0.0
-    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (batch_vacuum.STEP_*), in order
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (lakeio.steps.Step), in order
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
     # it again never deletes. None when nothing was planned.
     outcomes: DataFrame | None = field(default=None, repr=False, compare=False)

@@ -41,20 +41,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakeio import catalog, uris
-from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit, record_kept
-from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of, prove_writable
+from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit
+from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog.ownership import delta_roots
-from lakeio.deltalog.replay import read_logs
+from lakeio.deltalog.replay import TableState, read_logs
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import current_objects, inventory_snapshot
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers
-from lakeio.steps import Steps
+from lakeio.steps import Step, Steps
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
-from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc
+from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from vacuum_jobs.deleter import (
     DeleteSettings,
     S3BatchDeleter,
@@ -63,6 +63,8 @@ from vacuum_jobs.deleter import (
     prune_empty_folders,
     where_reachable,
 )
+from vacuum_jobs.history import TableHistory, history_setting, session_history_setting
+from vacuum_jobs.interrupted import ready_audit
 from vacuum_jobs.needed_again import OPERATOR_MUST_ACT, KeptBecause, VacuumedTable, needed_again
 
 log = logging.getLogger(__name__)
@@ -238,7 +240,7 @@ class Undo:
         if not older_than_days >= 0:
             raise ValueError("older_than_days must be >= 0")
         now_ms, audit = self._start()
-        before_ms = now_ms - int(older_than_days * 24 * MS_PER_HOUR)
+        before_ms = cutoff_ms(now_ms, older_than_days * 24)
         hidden = self._in_scope(audit.where(
             (F.col("action") == AuditAction.DELETED.value) & F.coalesce("delete_marker_id", "trash_path").isNotNull()
             & (F.unix_millis("timestamp") < before_ms)), audit, "the audit table")
@@ -278,7 +280,7 @@ class Undo:
         if not roots:
             return local_frame(self.spark, [], "path string, source_run_id string, rule string, needed_by string, "
                                                "detail string")
-        self.progress.begin("reading the logs", f"reading the logs of {len(roots)} table(s) for the files they need again")
+        self.progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
         storage = Storage(self.spark)
         replay = read_logs(self.spark, storage, sorted(roots), check_paths=False)
         for root in sorted(replay.failures):
@@ -295,32 +297,31 @@ class Undo:
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         self.progress.restart()
-        self.progress.begin("selecting", "selecting the deletes from the audit")
+        self.progress.begin(Step.SELECTING, "selecting the deletes from the audit")
         audit = self.options.audit_table
         try:
-            check_audit_table(self.spark, audit)
-            if not self.options.dry_run:  # before anything is changed: the audit can take the run's rows
-                prove_writable(self.spark, audit)
-                self._append_kept_runs(audit)
+            if self.options.dry_run:
+                check_audit_table(self.spark, audit)
+            else:  # before anything is changed, as a vacuum does: the audit can take the run's rows
+                self.audit_problems += ready_audit(self.spark, audit, self.options.delete, self._history_of,
+                                                   self.progress, self.before_commit)
             return now_ms, read_audit(self.spark, audit)
         except TableNotFound:
             raise UndoError(f"{audit}: no audit table there") from None
         except (IncompatibleTable, AuditUnwritable) as exc:
             raise UndoError(f"{exc}; nothing was deleted") from None
 
-    def _append_kept_runs(self, audit: str) -> None:
-        """Runs whose own append failed, appended before this one (lakeio.audit_journal)."""
-        try:
-            self.audit_problems += record_kept(self.spark, audit, before_commit=self.before_commit).problems
-        except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
-            self.audit_problems.append(f"runs kept in {journal_of(audit)} could not be appended: {first_line(exc)}")
+    def _history_of(self, state: TableState) -> TableHistory:
+        """How a killed vacuum's open VACUUM START is closed from here: by the session's and Delta's rules
+        (an undo run has no history setting of its own)."""
+        return TableHistory.of(state, history_setting(state.table_root, session=session_history_setting(self.spark)))
 
     def _in_scope(self, rows: DataFrame, known: DataFrame, where: str) -> DataFrame:
         """``rows`` of the tables asked for; a table ``known`` (the run, the audit) has no row of is a typo
         or the wrong table, refused before anything changes."""
         if self.options.tables is None:
             return rows
-        roots = [uris.canonical(uris.to_uri(t)) for t in self.options.tables]
+        roots = [uris.canonical(t) for t in self.options.tables]
         found = {r["table_root"] for r in known.where(F.col("table_root").isin(roots)).select("table_root")
                  .distinct().collect()}
         if unknown := [t for t, root in zip(self.options.tables, roots) if root not in found]:
@@ -336,7 +337,7 @@ class Undo:
         """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``)."""
         rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
                                "trash_path", "source_run_id")
-        self.progress.begin("checking and acting", f"checking the files to {report.command}")
+        self.progress.begin(Step.ACTING, f"checking the files to {report.command}")
         settings = replace(self.options.delete, purge_versions=True)
         dry_run, spark = self.options.dry_run, self.spark
         outcomes = where_reachable(
@@ -354,7 +355,7 @@ class Undo:
             report.problems.append(f"{row['path']}: {row['error']}")
         report.warnings += _lifecycle_warnings(settings, report.tables, undo_window_days)
         if not self.options.dry_run and report.tables:
-            self.progress.begin("recording the audit", f"recording {self.options.audit_table}")
+            self.progress.begin(Step.RECORDING, f"recording {self.options.audit_table}")
             try:
                 self._record(report, outcomes, done, now_ms, undo_window_days)
             except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out

@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from lakeio import catalog, uris
 from lakeio.documents import load_document
 from lakeio.errors import HousekeepingError
+from vacuum_jobs.report import ReasonCode
 
 
 class TargetsError(HousekeepingError, ValueError):
@@ -85,15 +86,15 @@ def as_targets(tables: Sequence[str | os.PathLike[str] | TableTarget]) -> list[T
 
 
 def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
-                  ) -> tuple[list[TableTarget], dict[str, str], dict[str, str]]:
+                  ) -> tuple[list[TableTarget], dict[str, tuple[ReasonCode, str]], dict[str, str]]:
     """The targets with catalog names replaced by their tables' locations, the names that could
-    not be (name -> why), and a database's views and tables that are not Delta (name -> why: a
-    vacuum passes them by). CatalogError when a Database is unknown."""
+    not be (name -> code and why), and a database's views and tables that are not Delta (name -> why:
+    a vacuum passes them by). CatalogError when a Database is unknown."""
     whole_database = isinstance(targets, Database)
     if isinstance(targets, Database):
         targets = [TableTarget(name) for name in catalog.database_tables(spark, targets.name)]
     resolved: list[TableTarget] = []
-    refused: dict[str, str] = {}
+    refused: dict[str, tuple[ReasonCode, str]] = {}
     passed_by: dict[str, str] = {}
     for target in targets:
         if not catalog.is_name(target.uri):
@@ -102,9 +103,12 @@ def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
         try:
             resolved.append(replace(target, uri=catalog.location(spark, target.uri), name=target.uri))
         except catalog.NotVacuumable as exc:
-            (passed_by if whole_database else refused)[target.uri] = str(exc)
+            if whole_database:
+                passed_by[target.uri] = str(exc)
+            else:
+                refused[target.uri] = (ReasonCode.NOT_VACUUMABLE, str(exc))
         except catalog.CatalogError as exc:
-            refused[target.uri] = str(exc)
+            refused[target.uri] = (ReasonCode.NAME_UNRESOLVED, str(exc))
     return _dedupe(resolved), refused, passed_by
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from lakeio import uris
 from lakeio.deltalog.paths import UnresolvablePath, resolve
@@ -36,14 +37,14 @@ class CommitRecord:
     log_file: str
     timestamp_ms: int | None = None  # inCommitTimestamp, else commitInfo's timestamp
     operation: str | None = None
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
     removed: dict[str, int | None] = field(default_factory=dict)  # data file -> deletionTimestamp
     deletion_vectors: dict[str, int | None] = field(default_factory=dict)  # re-added with a DV -> rows it hides
 
 
 def read_commit(storage: Storage, table: str, version: int) -> CommitRecord:
     """Read commit ``version`` of ``table``; :class:`UnreadableCommit` naming the file when it cannot."""
-    root = uris.canonical(uris.to_uri(table))
+    root = uris.canonical(table)
     log_file = commit_file(root, version)
     try:
         text = storage.read_bytes(log_file).decode("utf-8")

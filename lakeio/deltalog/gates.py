@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from lakeio.deltalog.replay import TableState
 
@@ -68,7 +69,7 @@ def malformed_metadata(state: TableState) -> str | None:
     return None
 
 
-def schema_fields(schema_string: str) -> list[dict] | None:
+def schema_fields(schema_string: str) -> list[dict[str, Any]] | None:
     """The top-level fields of a ``schemaString``; None unless it is a struct whose fields are named objects."""
     try:
         schema = json.loads(schema_string)

@@ -28,7 +28,7 @@ from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.replay import Replay, TableState, unresolvable
 from lakeio.shapes import REFERENCES, local_frame, of_tables
-from lakeio.times import MS_PER_HOUR
+from lakeio.times import cutoff_ms
 from lakeio.uris import TableRoot
 
 # A table whose retention cannot be read keeps every tombstone it names.
@@ -53,7 +53,7 @@ def retention_cutoffs(states: Iterable[TableState], now_ms: int) -> dict[TableRo
     cutoffs = {}
     for state in states:
         try:
-            cutoffs[state.table_root] = now_ms - int(gates.table_retention_hours(state) * MS_PER_HOUR)
+            cutoffs[state.table_root] = cutoff_ms(now_ms, gates.table_retention_hours(state))
         except ValueError:
             cutoffs[state.table_root] = EVERY_TOMBSTONE
     return cutoffs

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from lakeio import uris
 from lakeio.errors import HousekeepingError
@@ -97,7 +98,7 @@ def segment_from_listing(table_root: str, files: list[str]) -> LogSegment:
     """The segment from the URIs of the files directly in ``_delta_log/``."""
     log_dir = uris.join(table_root, "_delta_log")
     commits: dict[int, str] = {}
-    checkpoints: dict[int, dict] = {}
+    checkpoints: dict[int, dict[str, Any]] = {}
     for uri in files:
         file_name = uris.name(uri)
         if m := _COMMIT.match(file_name):
@@ -123,7 +124,7 @@ def segment_from_listing(table_root: str, files: list[str]) -> LogSegment:
     return LogSegment(table_root, latest, None, (), (), _contiguous(log_dir, commits, 0, latest))
 
 
-def _complete_checkpoint(found: dict) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def _complete_checkpoint(found: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(parquet files, json files) of a usable checkpoint at one version, preferring v2."""
     if "v2_json" in found:
         return (), (found["v2_json"],)
