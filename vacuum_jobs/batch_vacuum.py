@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from urllib.parse import unquote, urlsplit
 
@@ -41,27 +41,22 @@ from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
 from vacuum_jobs.history import (
-    END,
-    START,
     BeforePut,
-    HistoryNotWritten,
     HistorySetting,
+    RunHistory,
     TableHistory,
-    end_commit,
     history_setting,
     history_writer,
     session_history_setting,
-    start_commit,
 )
 from vacuum_jobs.interrupted import forget_intent, note_intent, ready_audit, run_ended
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.recheck import Recheck, recheck_logs
-from vacuum_jobs.report import NOT_READ, NOT_RECORDED, ReasonCode, RunReport, RunTables, TableReport, write_audit
+from vacuum_jobs.report import NOT_READ, ReasonCode, RunReport, RunTables, TableReport, write_audit
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
 
 log = logging.getLogger(__name__)
 
-ERROR_SAMPLE = 20
 WOULD_DELETE_SAMPLE = 100  # of a dry run's candidates, named per table in its report
 # The run's steps, as its report's step_seconds names them.
 
@@ -97,6 +92,21 @@ class VacuumOptions:
 VacuumOptions.__init__ = renamed_keywords(  # type: ignore[method-assign]
     retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))(VacuumOptions.__init__)
 Tables = Sequence[str | os.PathLike[str] | TableTarget] | Database | Discover
+
+
+@dataclass
+class VacuumRun:
+    """One :meth:`BatchVacuum.execute`: the places its names resolved to, and where its history and
+    deletes stand. Each step fills its own part (the report, the tables' reports in ``RunTables``);
+    nothing of a run stays on the action after it."""
+
+    report: RunReport
+    now_ms: int
+    started: float  # time.monotonic() when it began
+    history: RunHistory
+    inventory_table: str  # the options' tables, catalog names resolved to locations (_named)
+    audit_table: str | None
+    deleted_in: list[TableRoot] = field(default_factory=list)  # tables whose delete journals wait for the audit append
 
 
 @renamed_keywords(retain_hours="retention_hours", force_retention=("enforce_retention_duration", not_))
@@ -171,69 +181,68 @@ class BatchVacuum:
         self.storage = Storage(spark)
         self.log_writer = history_writer(options.delete, before_history)
         self.session_history = session_history_setting(spark)  # Delta's own switch, read once
-        self.histories: dict[TableRoot, TableHistory] = {}  # of the tables whose history is written
-        self.deleted_in: list[TableRoot] = []  # the tables whose delete journals the run leaves until it has recorded
-        self.started = time.monotonic()  # of the current execute()
 
     def execute(self, tables: Tables) -> RunReport:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
         Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
-        self.started = time.monotonic()
-        self.histories = {}
+        started = time.monotonic()
         self.progress.restart()
         self.progress.begin(Step.INVENTORY_DATE, "reading the inventory")
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
-        run = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
-                        inventory_table=uris.to_uri(self.options.inventory_table),
-                        inventory_date=None, dry_run=self.options.dry_run)
+        report = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
+                           inventory_table=uris.to_uri(self.options.inventory_table),
+                           inventory_date=None, dry_run=self.options.dry_run)
+        run = VacuumRun(report, now_ms, started,
+                        RunHistory(self.log_writer, report.run_id, self.options.enforce_retention_duration),
+                        self.options.inventory_table, self.options.audit_table)
         explicit, not_run = self._named(tables, run)
-        inventory = self._ready(run, explicit, not_run, now_ms)
+        inventory = self._ready(run, explicit, not_run)
         all_roots = delta_roots(current_objects(inventory.rows))
         targets = tables.targets(all_roots) if isinstance(tables, Discover) else explicit or []
         if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
-            run.tables = not_run
+            report.tables = not_run
             raise self._refused(run, _nothing_to_vacuum(tables, all_roots))
         run_tables = RunTables({t.root: TableReport(t.uri, name=t.name) for t in targets})
-        run.tables = run_tables.reports() + not_run
+        report.tables = run_tables.reports() + not_run
         runnable = self._runnable(targets, run_tables)
-        replay, plan = self._read_and_plan(inventory, runnable, run_tables, all_roots, now_ms, run)
+        replay, plan = self._read_and_plan(inventory, runnable, run_tables, all_roots, run)
         try:
             if plan is not None:
                 self._check_plan(plan, run_tables)
-                run.outcomes = self._delete(plan, run_tables, inventory, run.run_id)
-            self._record(run, now_ms)
+                report.outcomes = self._delete(plan, run_tables, inventory, run)
+            self._record(run)
         finally:
-            run_ended(run.run_id)
+            run_ended(report.run_id)
             # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
             if plan is not None:
                 plan.release()
             replay.release()
-        run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
-        return run
+        report.elapsed_seconds, report.step_seconds = time.monotonic() - started, self.progress.seconds()
+        return report
 
-    def _refused(self, run: RunReport, reason: str) -> RunRefused:
+    def _refused(self, run: VacuumRun, reason: str) -> RunRefused:
         """The whole run refused, its report timed so far."""
-        run.refused = reason
-        run.elapsed_seconds, run.step_seconds = time.monotonic() - self.started, self.progress.seconds()
-        return RunRefused(reason, run)
+        run.report.refused = reason
+        run.report.elapsed_seconds, run.report.step_seconds = time.monotonic() - run.started, self.progress.seconds()
+        return RunRefused(reason, run.report)
 
-    def _named(self, tables: Tables, run: RunReport) -> tuple[list[TableTarget] | None, list[TableReport]]:
+    def _named(self, tables: Tables, run: VacuumRun) -> tuple[list[TableTarget] | None, list[TableReport]]:
         """The tables the run was given, catalog names resolved (None: discovered from the inventory),
-        and the reports of names it will not run. May change the options' tables to their locations;
-        refuses the run for an unknown database or a table named twice."""
+        and the reports of names it will not run. Resolves the run's inventory and audit tables to their
+        locations; refuses the run for an unknown database or a table named twice."""
         given: list[TableTarget] | Database | None = (
             tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
         explicit: list[TableTarget] | None = None
         unnamed: dict[str, tuple[ReasonCode, str]] = {}
         passed_by: dict[str, str] = {}
         try:
-            self.options = replace(self.options, inventory_table=catalog.resolve(self.spark, self.options.inventory_table),
-                                   audit_table=self.options.audit_table and catalog.resolve(
-                                       self.spark, self.options.audit_table, must_be_delta=False))
-            run.inventory_table = uris.to_uri(self.options.inventory_table)
+            run.inventory_table = catalog.resolve(self.spark, self.options.inventory_table)
+            run.audit_table = self.options.audit_table and catalog.resolve(self.spark, self.options.audit_table,
+                                                                           must_be_delta=False)
+            run.report.inventory_table = uris.to_uri(run.inventory_table)
             if given is not None:
                 explicit, unnamed, passed_by = resolve_names(self.spark, given)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
@@ -243,51 +252,51 @@ class BatchVacuum:
                           + [TableReport(name, TableStatus.SKIPPED, why, name=name, reason_code=ReasonCode.NOT_VACUUMABLE)
                              for name, why in passed_by.items()])
 
-    def _ready(self, run: RunReport, explicit: list[TableTarget] | None, not_run: list[TableReport],
-               now_ms: int) -> InventorySnapshot:
+    def _ready(self, run: VacuumRun, explicit: list[TableTarget] | None, not_run: list[TableReport]
+               ) -> InventorySnapshot:
         """The audit table ready to take the run's rows, and the inventory to plan against; the run is
         refused (each named table with it) when either is not."""
         try:
-            if self.options.audit_table:
-                self._ready_audit(run, explicit or [])
-            inventory = self._load_inventory(now_ms)
+            if run.audit_table:
+                self._ready_audit(run, run.audit_table, explicit or [])
+            inventory = self._load_inventory(run)
         except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
-            run.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name, reason_code=ReasonCode.RUN_REFUSED)
-                          for t in explicit or []] + not_run
+            run.report.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name,
+                                             reason_code=ReasonCode.RUN_REFUSED) for t in explicit or []] + not_run
             raise self._refused(run, str(refusal)) from None
-        run.inventory_date = inventory.day.isoformat()
+        run.report.inventory_date = inventory.day.isoformat()
         return inventory
 
-    def _record(self, run: RunReport, now_ms: int) -> None:
+    def _record(self, run: VacuumRun) -> None:
         """Append the run to the audit table (kept for the next run when the append fails), then drop
         the delete journals: a run killed before this point is read back from them."""
-        if self.options.audit_table:
-            self.progress.begin(Step.RECORDING, f"recording {self.options.audit_table}")
+        report = run.report
+        if run.audit_table:
+            self.progress.begin(Step.RECORDING, f"recording {run.audit_table}")
             try:
-                write_audit(self.spark, self.options.audit_table, run, now_ms, run.outcomes,
+                write_audit(self.spark, run.audit_table, report, run.now_ms, report.outcomes,
                             before_commit=self.before_commit)
-                forget_intent(self.spark, self.options.audit_table, run.run_id)
+                forget_intent(self.spark, run.audit_table, report.run_id)
             except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
-                run.audit_problems.append(str(unrecorded))
-        DeleteJournal.remove(self.storage, self.deleted_in, run.run_id)
+                report.audit_problems.append(str(unrecorded))
+        DeleteJournal.remove(self.storage, run.deleted_in, report.run_id)
 
-    def _ready_audit(self, run: RunReport, targets: list[TableTarget]) -> None:
+    def _ready_audit(self, run: VacuumRun, audit_table: str, targets: list[TableTarget]) -> None:
         """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
         folder), and the runs kept for it appended first: the one readiness of every destructive run (ready_audit)."""
-        assert self.options.audit_table is not None
         own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
 
         def history_of(state: TableState) -> TableHistory:
             return TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root)))
 
-        run.audit_problems += ready_audit(self.spark, self.options.audit_table, self.options.delete, history_of,
-                                          self.progress, self.before_commit)
+        run.report.audit_problems += ready_audit(self.spark, audit_table, self.options.delete, history_of,
+                                                 self.progress, self.before_commit)
 
-    def _load_inventory(self, now_ms: int) -> InventorySnapshot:
+    def _load_inventory(self, run: VacuumRun) -> InventorySnapshot:
         """The newest (or chosen) inventory date; refused when there is none or it is too old.
         Every row of the date: the plan picks one row per object itself, in its own pass."""
-        inventory = inventory_snapshot(self.spark, self.options.inventory_table, self.options.inventory_date,
-                                       self.options.max_inventory_age_hours, now_ms)
+        inventory = inventory_snapshot(self.spark, run.inventory_table, self.options.inventory_date,
+                                       self.options.max_inventory_age_hours, run.now_ms)
         self.progress.begin(Step.FINDING_TABLES, f"inventory {inventory.table} as of {inventory.day}")
         return inventory
 
@@ -319,7 +328,7 @@ class BatchVacuum:
         return replay
 
     def _apply_gates(self, targets: list[TableTarget], replay: Replay, run_tables: RunTables,
-                     now_ms: int) -> list[TablePolicy]:
+                     run: VacuumRun) -> list[TablePolicy]:
         """Each table's gates and policy under a guard of its own: a log that parses but says
         something the protocol does not allow refuses that table alone, with the first line of why."""
         policies = []
@@ -328,7 +337,7 @@ class BatchVacuum:
             if state is None:
                 continue  # already refused with its reason
             try:
-                policy = self._gate(target, state, run_tables, now_ms)
+                policy = self._gate(target, state, run_tables, run)
             except Exception as exc:
                 run_tables.refuse(target.root, ReasonCode.LOG_NOT_UNDERSTOOD,
                                   f"cannot make sense of its log: {first_line(exc)}")
@@ -338,7 +347,7 @@ class BatchVacuum:
         return policies
 
     def _gate(self, target: TableTarget, state: TableState, run_tables: RunTables,
-              now_ms: int) -> TablePolicy | None:
+              run: VacuumRun) -> TablePolicy | None:
         """The table's policy, or None when a gate skipped or refused it (said in its report)."""
         root = target.root
         skip = gates.catalog_managed(state)
@@ -359,7 +368,7 @@ class BatchVacuum:
             run_tables.refuse(root, ReasonCode.RETENTION_BELOW_TABLE, f"retention {hours:g} h is shorter than the "
                               f"table's delta.deletedFileRetentionDuration ({table_hours:g} h), which the run enforces")
             return None
-        cutoff = cutoff_ms(now_ms, hours)
+        cutoff = cutoff_ms(run.now_ms, hours)
         try:
             policy = TablePolicy.for_state(state, cutoff)
         except ValueError as exc:
@@ -369,13 +378,9 @@ class BatchVacuum:
         report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
         report.dry_run = self.options.dry_run or bool(target.dry_run)
         if not report.dry_run:
-            history = TableHistory.of(state, self._history_setting(root, target.history), table_hours,
-                                      next((h for h in (target.retention_hours, self.options.retention_hours)
-                                            if h is not None), None))
-            if history.setting.on:
-                self.histories[root] = history
-            else:
-                report.history = str(history.setting)
+            run.history.decide(TableHistory.of(state, self._history_setting(root, target.history), table_hours,
+                                               next((h for h in (target.retention_hours, self.options.retention_hours)
+                                                     if h is not None), None)), run_tables)
         return policy
 
     def _history_setting(self, root: TableRoot, table: bool | None) -> HistorySetting:
@@ -383,8 +388,7 @@ class BatchVacuum:
         return history_setting(root, table, self.options.history, self.session_history)
 
     def _read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget],
-                       run_tables: RunTables, all_roots: list[TableRoot], now_ms: int,
-                       run: RunReport) -> tuple[Replay, Plan | None]:
+                       run_tables: RunTables, all_roots: list[TableRoot], run: VacuumRun) -> tuple[Replay, Plan | None]:
         """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
         one that a writer's log cleanup removed in between refuses its own table, and the others are
@@ -395,13 +399,15 @@ class BatchVacuum:
         vanished: dict[TableRoot, str] = {}
         while True:
             replay = self._read_logs(targets, run_tables)
-            policies = self._apply_gates(targets, replay, run_tables, now_ms)
+            policies = self._apply_gates(targets, replay, run_tables, run)
             if not policies:
                 return replay, None
             try:
-                references = self._references(replay, self._read_other_logs(others), policies, lake, now_ms)
-                run.references_unknown = {root: why for root, why in (*references.unknown.items(), *vanished.items())}
-                return replay, self._plan(inventory, replay, policies, run_tables, lake, references)
+                references = self._references(replay, self._read_other_logs(others), policies, lake, run.now_ms)
+                run.report.references_unknown = {root: why for root, why in (*references.unknown.items(),
+                                                                             *vanished.items())}
+                return replay, self._plan(inventory, replay, policies, run_tables, lake, references,
+                                          recorded=run.audit_table is not None)
             except Exception as exc:
                 replay.release()
                 lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies] + others)
@@ -439,15 +445,16 @@ class BatchVacuum:
         return references
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
-              run_tables: RunTables, lake: list[TableRoot], references: References) -> Plan:
-        """The candidates of every table in one pass. Sets each table's counts, coverage, missing files and
-        the tables referencing it; refuses a table whose log rows the plan cannot read."""
+              run_tables: RunTables, lake: list[TableRoot], references: References, *, recorded: bool) -> Plan:
+        """The candidates of every table in one pass (``recorded``: the run has an audit table, which reads
+        them again). Sets each table's counts, coverage, missing files and the tables referencing it;
+        refuses a table whose log rows the plan cannot read."""
         self.progress.begin(Step.PLANNING, f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not run_tables[p.table_root].dry_run for p in policies)
         # Cached where anything reads the plan again (the deletes, the audit), so that no log file
         # is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
-                           cache=deleting or self.options.audit_table is not None, log_rows=replay.rows,
+                           cache=deleting or recorded, log_rows=replay.rows,
                            references=references.frame)
         for root, reason in plan.refused.items():
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
@@ -468,12 +475,12 @@ class BatchVacuum:
                                   f"{coverage:.0%} of the {table_plan.old_live_files} live file(s) written before it was taken")
 
     def _delete(self, plan: Plan, run_tables: RunTables,
-                inventory: InventorySnapshot, run_id: str) -> DataFrame | None:
+                inventory: InventorySnapshot, run: VacuumRun) -> DataFrame | None:
         """Delete (or, in dry runs, only list) the candidates of the tables still pending;
         the outcomes per file, fixed so that deletes never run twice."""
         pending = run_tables.pending(plan.tables)
         recheck = self._recheck_logs(plan, [root for root in pending if not run_tables[root].dry_run], run_tables)
-        return self._delete_rechecked(plan, run_tables, inventory, recheck, run_id)
+        return self._delete_rechecked(plan, run_tables, inventory, recheck, run)
 
     def _recheck_logs(self, plan: Plan, deleting: list[TableRoot], run_tables: RunTables) -> Recheck:
         """List the logs of the tables about to be deleted in once more; what was committed since
@@ -498,7 +505,7 @@ class BatchVacuum:
         return recheck
 
     def _delete_rechecked(self, plan: Plan, run_tables: RunTables, inventory: InventorySnapshot,
-                          recheck: Recheck, run_id: str) -> DataFrame | None:
+                          recheck: Recheck, run: VacuumRun) -> DataFrame | None:
         """Delete what the re-check left of the pending tables' candidates (only list them in dry runs).
         Ends each pending table: dry run, vacuumed or failed, with its delete counts and sample errors."""
         planned = run_tables.pending(plan.tables)
@@ -523,89 +530,21 @@ class BatchVacuum:
                 run_tables[root].status = TableStatus.DRY_RUN
             return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
         targets = of_tables(candidates, deleting)
-        if self.options.audit_table:  # read back by the next run, should this one die before it records
-            note_intent(self.spark, self.options.audit_table, run_id, targets, self.options.delete.trash,
-                        inventory.day)
-        started = self._history_start(deleting, to_delete, run_tables, run_id)
+        run_id = run.report.run_id
+        if run.audit_table:  # read back by the next run, should this one die before it records
+            note_intent(self.spark, run.audit_table, run_id, targets, self.options.delete.trash, inventory.day)
+        run.history.start(deleting, to_delete, run_tables)
         try:
             outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
             # Deletes must run exactly once: materialize before counting and recording.
             outcomes = outcomes.localCheckpoint(eager=True)
         except BaseException:
-            self._history_end(started, run_tables, run_id, counted=False)
+            run.history.end(run_tables, counted=False)
             raise
-        self.deleted_in = deleting
-        for row in outcomes.groupBy("table_root", "action").agg(
-            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
-            F.count(F.coalesce("delete_marker_id", "trash_path")).alias("restorable"),
-        ).collect():
-            if row["action"] in _DELETE_OUTCOMES:
-                counts = run_tables[row["table_root"]].counts
-                setattr(counts, f"{row['action']}_files", row["n"])
-                setattr(counts, f"{row['action']}_bytes", row["bytes"])
-                counts.restorable_files += row["restorable"]
-        failed = outcomes.where(F.col("action") == AuditAction.FAILED.value)
-        for row in failed.limit(ERROR_SAMPLE * max(1, len(deleting))).collect():
-            errors = run_tables[row["table_root"]].errors
-            if len(errors) < ERROR_SAMPLE:
-                errors.append(f"{row['path']}: {row['error']}")
-        for root in planned:
-            report = run_tables[root]
-            if report.dry_run:
-                report.status = TableStatus.DRY_RUN
-            elif report.counts.failed_files:
-                report.status, report.reason_code = TableStatus.FAILED, ReasonCode.DELETES_FAILED
-                report.reason = f"{report.counts.failed_files} deletion(s) failed"
-            else:
-                report.status = TableStatus.VACUUMED
-        self._history_end(started, run_tables, run_id, counted=True)
+        run.deleted_in = deleting
+        run_tables.end_deletes(outcomes, planned)
+        run.history.end(run_tables, counted=True)
         return outcomes
-
-    def _history_start(self, deleting: list[TableRoot], to_delete: DataFrame, run_tables: RunTables, run_id: str) -> dict[TableRoot, int]:
-        """A VACUUM START commit in each table of ``deleting`` whose history is on, with what it is
-        about to delete (``to_delete``: shapes.CANDIDATES); the version each went to. Written after
-        the logs' re-check, which therefore never sees it."""
-        tables = [root for root in deleting if root in self.histories]
-        if not tables:
-            return {}
-        sizes = {r["table_root"]: (r["n"], r["bytes"]) for r in of_tables(to_delete, tables).groupBy("table_root").agg(
-            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()}
-        commits = []
-        for root in tables:
-            report, history = run_tables[root], self.histories[root]
-            assert report.version is not None, root
-            files, size = sizes.get(root, (0, 0))
-            # After the version the table's history was decided from: the put checks every commit since.
-            commits.append((history, report.version, start_commit(run_id, history.run_retention_hours,
-                                                                  self.options.enforce_retention_duration,
-                                                                  history.table_retention_hours, files, size)))
-        started: dict[TableRoot, int] = {}
-        for root, written in zip(tables, self.log_writer.commit_each(commits)):
-            if isinstance(written, HistoryNotWritten):
-                run_tables[root].history = f"{NOT_RECORDED}: {written} ({self.histories[root].setting})"
-            else:
-                started[root] = written
-        return started
-
-    def _history_end(self, started: dict[TableRoot, int], run_tables: RunTables, run_id: str, *,
-                     counted: bool) -> None:
-        """A VACUUM END commit in each table that got a START, with its delete counts, or FAILED
-        without them when the deletes did not finish (``counted`` False)."""
-        roots = list(started)
-        commits = []
-        for root in roots:
-            counts = run_tables[root].counts
-            commits.append((self.histories[root], started[root],
-                            end_commit(run_id, counts.deleted_files, counts.failed_files) if counted
-                            else end_commit(run_id, None, None)))
-        for root, written in zip(roots, self.log_writer.commit_each(commits)):
-            end = (f"{END} at version {written}" if not isinstance(written, HistoryNotWritten)
-                   else f"{END} {NOT_RECORDED}: {written}")
-            run_tables[root].history = f"{START} at version {started[root]}, {end} ({self.histories[root].setting})"
-
-
-# What a delete can end as; each has its files and bytes count (TableCounts).
-_DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.FAILED)
 
 
 def _with_versions(candidates: DataFrame, all_versions: DataFrame, purge: bool) -> DataFrame:

@@ -34,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakeio import __version__, uris
 from lakeio.deltalog import gates
@@ -42,10 +43,13 @@ from lakeio.deltalog.commits import commit_file
 from lakeio.deltalog.replay import TableState, read_logs
 from lakeio.deltalog.segments import log_segments
 from lakeio.errors import HousekeepingError
+from lakeio.shapes import of_tables
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import epoch_ms, hours_ms
+from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.report import NOT_RECORDED, RunTables
 
 START, END = "VACUUM START", "VACUUM END"
 ENGINE = f"lake-housekeeping/{__version__}"
@@ -141,7 +145,7 @@ def end_commit(run_id: str, deleted: int | None, failed: int | None) -> VacuumCo
 class TableHistory:
     """What writing one table's history needs to know, decided from its state at one version."""
 
-    root: str
+    root: TableRoot
     setting: HistorySetting
     in_commit_timestamps: bool = False
     table_retention_hours: float = 0.0  # the table's own delta.deletedFileRetentionDuration
@@ -323,6 +327,63 @@ def history_writer(settings: DeleteSettings, before_put: BeforePut | None = None
 
 # A table's history as a run decides it now, from the table's state (TableHistory.of with the run's settings).
 HistoryOf = Callable[[TableState], TableHistory]
+
+
+@dataclass
+class RunHistory:
+    """Where one vacuum run's history stands in the tables it deletes from: the tables that write it
+    (decided at their gates), the VACUUM START each got, then its END. Each step says the outcome in
+    the table's report (``history``)."""
+
+    writer: LogWriter
+    run_id: str
+    retention_check: bool  # the run enforces the tables' own retention (START's retentionCheckEnabled)
+    tables: dict[TableRoot, TableHistory] = field(default_factory=dict)  # those whose history is on
+    started: dict[TableRoot, int] = field(default_factory=dict)  # the version each START went to
+
+    def decide(self, history: TableHistory, run_tables: RunTables) -> None:
+        """Write the table's history if its setting is on; else its report says which rule kept it off."""
+        if history.setting.on:
+            self.tables[history.root] = history
+        else:
+            run_tables[history.root].history = str(history.setting)
+
+    def start(self, deleting: list[TableRoot], to_delete: DataFrame, run_tables: RunTables) -> None:
+        """A VACUUM START in each table of ``deleting`` whose history is on, with what it is about to delete
+        (``to_delete``: shapes.CANDIDATES). Written after the logs' re-check, which therefore never sees it."""
+        tables = [root for root in deleting if root in self.tables]
+        if not tables:
+            return
+        sizes = {r["table_root"]: (r["n"], r["bytes"]) for r in of_tables(to_delete, tables).groupBy("table_root").agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes")).collect()}
+        commits = []
+        for root in tables:
+            version, history = run_tables[root].version, self.tables[root]
+            assert version is not None, root
+            files, size = sizes.get(root, (0, 0))
+            # After the version the table's history was decided from: the put checks every commit since.
+            commits.append((history, version, start_commit(self.run_id, history.run_retention_hours, self.retention_check,
+                                                           history.table_retention_hours, files, size)))
+        for root, written in zip(tables, self.writer.commit_each(commits)):
+            if isinstance(written, HistoryNotWritten):
+                run_tables[root].history = f"{NOT_RECORDED}: {written} ({self.tables[root].setting})"
+            else:
+                self.started[root] = written
+
+    def end(self, run_tables: RunTables, *, counted: bool) -> None:
+        """A VACUUM END in each table that got a START, with its delete counts, or FAILED without them
+        when the deletes did not finish (``counted`` False)."""
+        roots = list(self.started)
+        commits = []
+        for root in roots:
+            counts = run_tables[root].counts
+            commits.append((self.tables[root], self.started[root],
+                            end_commit(self.run_id, counts.deleted_files, counts.failed_files) if counted
+                            else end_commit(self.run_id, None, None)))
+        for root, written in zip(roots, self.writer.commit_each(commits)):
+            end = (f"{END} at version {written}" if not isinstance(written, HistoryNotWritten)
+                   else f"{END} {NOT_RECORDED}: {written}")
+            run_tables[root].history = f"{START} at version {self.started[root]}, {end} ({self.tables[root].setting})"
 
 
 def close_killed_run(spark: SparkSession, writer: LogWriter, run_id: str, roots: list[str], noted_ms: int,

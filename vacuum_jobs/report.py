@@ -9,6 +9,7 @@ from datetime import date
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakeio import uris
 from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
@@ -109,6 +110,9 @@ class TableReport:
 
 
 SUMMARY_PATHS = 5  # of a dry run's candidates, named per table on the console
+ERROR_SAMPLE = 20  # of a table's failed deletes, named in its report
+# What a delete can end as; each has its files and bytes count (TableCounts).
+DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.FAILED)
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
 
 
@@ -135,6 +139,34 @@ class RunTables:
 
     def skip(self, root: TableRoot, code: ReasonCode, reason: str) -> None:
         self._end(root, TableStatus.SKIPPED, code, reason)
+
+    def end_deletes(self, outcomes: DataFrame, planned: list[TableRoot]) -> None:
+        """Each table's delete counts (files and bytes per outcome, and how many a restore can bring back)
+        and a sample of its failed deletes, from ``outcomes`` (shapes.OUTCOMES, read once: materialized);
+        then each of ``planned`` ends: a dry run, vacuumed, or failed with how many deletes did."""
+        for row in outcomes.groupBy("table_root", "action").agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
+            F.count(F.coalesce("delete_marker_id", "trash_path")).alias("restorable"),
+        ).collect():
+            if row["action"] in DELETE_OUTCOMES:
+                counts = self[row["table_root"]].counts
+                setattr(counts, f"{row['action']}_files", row["n"])
+                setattr(counts, f"{row['action']}_bytes", row["bytes"])
+                counts.restorable_files += row["restorable"]
+        failed = outcomes.where(F.col("action") == AuditAction.FAILED.value)
+        for row in failed.limit(ERROR_SAMPLE * max(1, len(planned))).collect():
+            errors = self[row["table_root"]].errors
+            if len(errors) < ERROR_SAMPLE:
+                errors.append(f"{row['path']}: {row['error']}")
+        for root in planned:
+            report = self[root]
+            if report.dry_run:
+                report.status = TableStatus.DRY_RUN
+            elif report.counts.failed_files:
+                report.status, report.reason_code = TableStatus.FAILED, ReasonCode.DELETES_FAILED
+                report.reason = f"{report.counts.failed_files} deletion(s) failed"
+            else:
+                report.status = TableStatus.VACUUMED
 
     def pending(self, among: Collection[str]) -> list[TableRoot]:
         """The tables of ``among`` that no step has ended yet, in the run's order."""
@@ -256,8 +288,9 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     """Append the run to the audit table: one row per table (``path`` null, ``action``
     ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
     when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
-    hashes = commit_file_hashes(spark, {uris.canonical(t.table): t.version for t in run.tables if t.version is not None})
-    tables = [RunTable(uris.canonical(t.table), AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours,
-                       hashes.get(uris.canonical(t.table))) for t in run.tables]
+    roots = [uris.canonical(t.table) for t in run.tables]  # as the audit keys tables (a name not resolved stays one)
+    hashes = commit_file_hashes(spark, {root: t.version for root, t in zip(roots, run.tables) if t.version is not None})
+    tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root))
+              for root, t in zip(roots, run.tables)]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
     append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit)
