@@ -58,7 +58,6 @@ from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, a
 log = logging.getLogger(__name__)
 
 WOULD_DELETE_SAMPLE = 100  # of a dry run's candidates, named per table in its report
-# The run's steps, as its report's step_seconds names them.
 
 
 @dataclass
@@ -304,11 +303,11 @@ class BatchVacuum:
         """Tables disabled in the tables file are skipped; with a trash folder, tables it cannot
         take files from by a rename (another file system, or the trash inside them) are refused."""
         runnable = []
-        trash = self.options.delete.trash
+        trash = self.options.delete.trash and uris.canonical(self.options.delete.trash)
         for target in targets:
             if not target.enabled:
                 run_tables.skip(target.root, ReasonCode.DISABLED, "disabled in the tables file")
-            elif trash and (why := _trash_unusable(uris.canonical(trash), target.root)):
+            elif trash and (why := _trash_unusable(trash, target.root)):
                 run_tables.refuse(target.root, ReasonCode.TRASH_UNUSABLE, why)
             else:
                 runnable.append(target)
