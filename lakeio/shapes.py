@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeio.errors import HousekeepingError
+from lakeio.spark import jvm_of
 from lakeio.uris import TableRoot
 
 _TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType(),
@@ -60,8 +61,8 @@ def local_frame(spark: SparkSession, rows: Iterable[Sequence[object]], schema: s
     Delta 4's SQL parser leaves a named parameter inside ``VALUES`` unbound."""
     struct = _schema(schema) if isinstance(schema, str) else schema
     text = json.dumps([dict(zip(struct.fieldNames(), row, strict=True)) for row in rows])
-    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
-    assert jvm is not None and gateway is not None, "a classic (JVM) Spark session is needed"
+    jvm, gateway = jvm_of(spark), spark.sparkContext._gateway
+    assert gateway is not None, "a classic session has a gateway"
     values = gateway.new_array(jvm.java.lang.Object, 1)
     values[0] = text
     one_row = jvm.java.util.ArrayList()

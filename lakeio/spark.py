@@ -261,7 +261,7 @@ def quiet_logs(spark: SparkSession, *loggers: str) -> Iterator[None]:
     in threads). A logger that had no level of its own gets none back: it follows the root and
     Spark's console filter again. A JVM without log4j 2 keeps its logs as they are."""
     try:
-        log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+        log4j = jvm_of(spark).org.apache.logging.log4j
         context = log4j.LogManager.getContext(False)
         configured = context.getConfiguration().getLoggers()
         with _HELD_LOCK:
