@@ -17,10 +17,15 @@ LINE = os.environ.get("LAKE_TEST_LINE")
 # The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else ''}--driver-memory 2g pyspark-shell")
 # The JVMs the suite starts, unless SPARK_SUBMIT_OPTS is set already (spark-submit's launcher reads it, for
-# the session's driver and every process a test starts). CPU is what CI waits on: Java's serial collector
-# took a fifth less than G1 over five minutes of in-process tests (467 to 379 CPU seconds), and in the
-# processes a test starts, which live a minute or two, the quick compiler alone took two fifths less
-# (python -m demo: 113 to 65). The session's own JVM keeps the optimizing one: over minutes, C1 ran slower.
+# the session's driver and every process a test starts). CPU is what CI waits on (its two chains share two
+# cores), so the flags are chosen by CPU seconds. Java's serial collector took a fifth less than G1 over five
+# minutes of in-process tests (467 to 379). The quick compiler alone (C1) took two fifths less in the
+# processes a test starts (python -m demo: 113 to 65), and a fifth to a quarter less in the session too
+# (tests/test_audit_first.py jars-free: 178 to 141; the daily cycle and test_vacuum_history.py with Delta 4.4:
+# 237 to 173), at about the same wall time alone: the optimizing compiler's work ran on the second core,
+# which in CI the other chain wants. C1 alone gets a 48 MB code cache by default, which Spark and Delta fill:
+# 240 MB, the tiered default, keeps the sweeper from recompiling the same methods.
+JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Spark also compiles each new query's plan to Java bytecode (whole-stage and expression code generation):
 # worth it over millions of rows, but the tests' queries read a few rows once each, and compiling was a
 # seventh of the in-process tests' CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU
@@ -30,8 +35,8 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else '
 # (decoding the rows of Catalog.listTables on a Hive metastore: "argument type mismatch").
 INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" or JARS is not None else
                " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN")
-SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC" + INTERPRETED)
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", JVM + INTERPRETED)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM)
 # Set before Spark starts, so that its Python workers see them too: moto accepts any credentials.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
