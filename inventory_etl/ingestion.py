@@ -43,7 +43,7 @@ from lakeio.delta_write import (
 )
 from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps
+from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.tasks import by_key
 from lakeio.text import StrEnum, first_line, human_bytes
@@ -224,6 +224,7 @@ class IngestInventory:
         self.progress = Steps(spark, log)
         check_workers(spark)
 
+    @one_run
     def execute(self, manifest_uris: list[str]) -> IngestResult:
         started = time.monotonic()
         self.progress.restart()

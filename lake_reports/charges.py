@@ -50,7 +50,7 @@ from lakeio.inventory import (
     read_inventory,
 )
 from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps
+from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, human_bytes, shorten
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
@@ -306,6 +306,7 @@ class Chargeback:
         self.progress = Steps(spark, log)
         check_workers(spark)
 
+    @one_run
     def execute(self) -> ChargebackResult:
         started = time.monotonic()
         self.progress.restart()

@@ -29,6 +29,7 @@ from lakeio import audit_chain
 from lakeio.delta_read import partitions, read_delta
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.inventory import PARTITION_COLUMNS
+from lakeio.steps import one_run
 from lakeio.text import StrEnum
 from lakeio.times import hours_ms, iso_utc
 
@@ -215,6 +216,7 @@ class ErasureRequest:
         self.spark = spark
         self.evidence = ErasureEvidence(spark, options)
         self.options = self.evidence.options  # with catalog names resolved
+        self.progress = self.evidence.progress  # one run's steps, the evidence's and the search for copies
 
     def document(self, commit: CommitQuestion, request_id: str) -> EvidenceDocument:
         """The one request's document; ErasureError where its commit is refused."""
@@ -223,6 +225,7 @@ class ErasureRequest:
             raise ErasureError(batch.refused[request_id])
         return batch.documents[0]
 
+    @one_run
     def documents(self, requests: Sequence[tuple[str, CommitQuestion]]) -> RequestBatch:
         """Every request's document: one gathering of the evidence, one search for copies, one chain check."""
         ids = [request_id for request_id, _ in requests]

@@ -74,7 +74,7 @@ from lakeio.inventory import (
 )
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps
+from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
@@ -227,6 +227,7 @@ class ErasureEvidence:
         check_workers(spark)
         self.storage = Storage(spark)
 
+    @one_run
     def execute(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = ()) -> ErasureReport:
         gathered = self.read(paths, commits)
         try:
@@ -234,6 +235,7 @@ class ErasureEvidence:
         finally:
             gathered.replay.release()
 
+    @one_run
     def read(self, paths: Sequence[str] = (), commits: Sequence[CommitQuestion] = (),
              audit: DataFrame | None = None, records: Sequence[CommitRecord] = ()) -> Gathered:
         """The audit (``audit``, where the caller read it already: :meth:`read_audit`), the newest
@@ -258,6 +260,7 @@ class ErasureEvidence:
         replay = self._replay_logs(roots)
         return Gathered(report, audit, snapshot, inventory, questions, scope, replay, roots, now_ms)
 
+    @one_run
     def answer(self, gathered: Gathered) -> Gathered:
         """``gathered`` with its tables bounded and its questions answered.
 

@@ -1,14 +1,18 @@
 """A job's steps, said and timed: each step begins with one log line, and the same words label the
 Spark UI's jobs that follow; it lasts until the next begins. The durations go into the job's
 result (``step_seconds``), as Delta's VACUUM keeps its phases' times in its stats, so figures are
-read from the result, never parsed from log lines.
+read from the result, never parsed from log lines. When a job's action ends, returned or raised, the
+caller's thread labels its jobs as it did before (:func:`one_run`): a notebook's next query is not shown
+under the run's last step.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -43,6 +47,10 @@ class Step(StrEnum):
     TREND = "trend"
     READING_AUDIT = "the audit and the inventory"
     ANSWERING = "answering"
+
+
+# The thread's label for the Spark UI's jobs, as SparkContext.setJobDescription sets it.
+JOB_DESCRIPTION = "spark.job.description"
 
 
 class Steps:
@@ -87,3 +95,28 @@ class Steps:
         if self._current is not None:
             self._seconds[self._current] = self._seconds.get(self._current, 0.0) + now - self._since
         self._since = now
+
+
+class _Job(Protocol):
+    progress: Steps
+
+
+J = TypeVar("J", bound=_Job)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def one_run(action: Callable[Concatenate[J, P], R]) -> Callable[Concatenate[J, P], R]:
+    """A job's public action: while it runs, its steps label the Spark UI's jobs; once it returns or raises,
+    the calling thread's label is the one it had before (none, usually), not the run's last step."""
+
+    @functools.wraps(action)
+    def run(job: J, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        context = job.progress._spark.sparkContext
+        before = context.getLocalProperty(JOB_DESCRIPTION)
+        try:
+            return action(job, *args, **kwargs)
+        finally:
+            context.setLocalProperty(JOB_DESCRIPTION, before)  # type: ignore[arg-type]  # None removes it
+
+    return run

@@ -34,7 +34,8 @@ print(json.dumps({
     "planned": [[t.status, t.counts.candidate_files, t.counts.deleted_files] for t in plan.tables],
     "would_delete": plan.outcomes.where("action = 'would_delete'").count(),
     "done": sorted([t.table, t.status, t.counts.deleted_files] for t in done.tables),
-    "balanced": names["charges"].balanced, "evidence_tables": len(names["evidence"].tables)}))
+    "balanced": names["charges"].balanced, "evidence_tables": len(names["evidence"].tables),
+    "ui_label": names["spark"].sparkContext.getLocalProperty("spark.job.description")}))
 """
 
 
@@ -67,6 +68,7 @@ def test_the_readme_python_example_runs_as_written_in_a_fresh_process(tmp_path):
     assert {s for _, s, _ in facts["done"]} == {"vacuumed"} and sum(n for _, _, n in facts["done"]) > 0
     assert lake.row_counts() == rows_before
     assert facts["balanced"] and facts["evidence_tables"]
+    assert facts["ui_label"] is None  # the script's own next query is not labelled with a job's last step
 
 
 @pytest.mark.slow

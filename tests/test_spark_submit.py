@@ -37,7 +37,10 @@ def submit(built: dict[str, Path], job: str, *args: str, master: str, cwd: Path,
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)  # only what --py-files ships
     env.pop("SPARK_MASTER", None)
-    settings = [item for key, value in (conf or {}).items() for item in ("--conf", f"{key}={value}")]
+    conf = dict(conf or {})
+    if master.startswith("spark://"):  # a cluster's executors are started by its worker: the suite's JVM settings too
+        conf.setdefault("spark.executor.extraJavaOptions", os.environ.get("SPARK_SUBMIT_OPTS", ""))
+    settings = [item for key, value in conf.items() for item in ("--conf", f"{key}={value}")]
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, *settings,
                "--driver-java-options", f"-Dlog4j2.configurationFile={built['logging']}",  # as README runs them
                "--py-files", str(built["archive"]), str(built[job]), *args]

@@ -34,7 +34,7 @@ from lakeio.errors import HousekeepingError
 from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
 from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths, of_tables
 from lakeio.spark import check_workers, is_missing_file
-from lakeio.steps import Step, Steps
+from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
@@ -181,6 +181,7 @@ class BatchVacuum:
         self.log_writer = history_writer(options.delete, before_history)
         self.session_history = session_history_setting(spark)  # Delta's own switch, read once
 
+    @one_run
     def execute(self, tables: Tables) -> RunReport:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
         Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""

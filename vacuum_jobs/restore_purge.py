@@ -51,7 +51,7 @@ from lakeio.errors import HousekeepingError
 from lakeio.inventory import current_objects, inventory_snapshot
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps
+from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.text import StrEnum, first_line
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
@@ -224,6 +224,7 @@ class Undo:
         self.audit_problems: list[str] = []
         check_workers(spark)
 
+    @one_run
     def restore(self, run_id: str) -> UndoReport:
         now_ms, audit = self._start()
         of_run = audit.where(F.col("run_id") == run_id)
@@ -236,6 +237,7 @@ class Undo:
         report = self._report(UndoCommand.RESTORE, now_ms, f"vacuum run {run_id}")
         return self._run(report, selected, AuditAction.RESTORED, now_ms, None)
 
+    @one_run
     def purge(self, older_than_days: float) -> UndoReport:
         if not older_than_days >= 0:
             raise ValueError("older_than_days must be >= 0")
