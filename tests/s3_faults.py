@@ -16,10 +16,20 @@ next fault from ``put_script`` (then ``ok``):
 - ``lost``: the store takes the object, the connection closes before the answer reaches the
   client (which tries again, and is then told the key exists).
 
+Past its script, a ``DeleteObjects`` is ``throttled`` as S3 throttles a prefix, where
+``prefix_keys_per_second`` is set: each folder of the bucket takes that many keys a second (a
+request asks its keys' time of their folders, up to ``burst_seconds`` ahead); a request asking
+more of a folder than that is answered 503 ``SlowDown`` and nothing reaches the store.
+
+A test can hold every ``DeleteObjects`` at a barrier (``gate``) until as many are under way as it
+names: proof that they are, not a guess from timings.
+
 Every request is logged (time, fault, keys asked), so tests can count attempts per fault
 and check the pace the store saw; conditional puts are logged in ``puts`` (fault, key). The
 proxy can also hold every request a fixed time before relaying it: the benchmarks' stand-in
-for S3's latency (benchmarks.delta_vacuum ``--s3``).
+for S3's latency (benchmarks.delta_vacuum ``--s3``). With ``answer_deletes`` it answers each
+``DeleteObjects`` it lets through itself (every key deleted), without the store: the
+benchmarks' S3, whose floor is its per-prefix rate, not moto's own speed.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ from urllib.parse import urlsplit
 PARTIAL_KEYS = 3
 _OBJECT = re.compile(rb"<Object>.*?</Object>", re.S)
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+_DELETED = (b'<?xml version="1.0" encoding="UTF-8"?>'
+            b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">%s</DeleteResult>')
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
 _CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
@@ -92,10 +104,16 @@ def s3a_settings(endpoint: str) -> dict[str, str]:
 
 
 class FaultyS3:
-    def __init__(self, upstream: str, hang_seconds: float = 2.0, delay_seconds: float = 0.0):
+    def __init__(self, upstream: str, hang_seconds: float = 2.0, delay_seconds: float = 0.0,
+                 prefix_keys_per_second: float | None = None, burst_seconds: float = 0.1, answer_deletes: bool = False):
         self.upstream = urlsplit(upstream)
         self.hang_seconds = hang_seconds
         self.delay_seconds = delay_seconds  # every request waits this long before it is relayed
+        self.prefix_keys_per_second = prefix_keys_per_second
+        self.burst_seconds = burst_seconds
+        self.answer_deletes = answer_deletes
+        self._folders_free_at: dict[bytes, float] = {}  # (bucket/folder) -> when its keys so far have had their time
+        self.gate: threading.Barrier | None = None  # when set, each DeleteObjects waits there for the others
         self.script: list[str] = []
         self.put_script: list[str] = []
         self.puts: list[tuple[str, str]] = []  # (fault, path) of each conditional put
@@ -119,10 +137,22 @@ class FaultyS3:
             tally[fault] = tally.get(fault, 0) + 1
         return tally
 
-    def _next_fault(self, keys: int) -> str:
+    def _next_fault(self, bucket: bytes, keys: list[bytes]) -> str:
         with self._lock:
+            now = time.monotonic()
             fault = self.script.pop(0) if self.script else "ok"
-            self.requests.append((time.monotonic(), fault, keys))
+            if fault == "ok" and self.prefix_keys_per_second is not None:
+                asked: dict[bytes, int] = {}
+                for key in keys:
+                    folder = bucket + b"/" + key.rpartition(b"/")[0]
+                    asked[folder] = asked.get(folder, 0) + 1
+                free_at = {f: max(now, self._folders_free_at.get(f, 0.0)) for f in asked}
+                if any(at - now > self.burst_seconds for at in free_at.values()):
+                    fault = "throttled"
+                else:
+                    for folder, n in asked.items():
+                        self._folders_free_at[folder] = free_at[folder] + n / self.prefix_keys_per_second
+            self.requests.append((now, fault, len(keys)))
             return fault
 
     def _forward(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, list, bytes]:
@@ -165,12 +195,18 @@ class FaultyS3:
                 self._answer(*answer)
 
             def _delete_objects(self, headers: dict, body: bytes):
-                fault = proxy._next_fault(len(_OBJECT.findall(body)))
+                if proxy.gate is not None:
+                    proxy.gate.wait()  # BrokenBarrierError (the request fails) unless its fellows come in time
+                keys = [m.group(1) for o in _OBJECT.findall(body) if (m := _KEY.search(o))]
+                fault = proxy._next_fault(urlsplit(self.path).path.strip("/").encode(), keys)
                 if fault == "drop":
                     self.close_connection = True
                     return
-                if fault == "slowdown":
+                if fault in ("slowdown", "throttled"):
                     return self._answer(503, [("Content-Type", "application/xml")], _SLOWDOWN)
+                if fault == "ok" and proxy.answer_deletes:
+                    deleted = b"".join(b"<Deleted><Key>%s</Key></Deleted>" % k for k in keys)
+                    return self._answer(200, [("Content-Type", "application/xml")], _DELETED % deleted)
                 failed = []
                 if fault == "partial":
                     objects = _OBJECT.findall(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -104,9 +105,9 @@ def test_a_batch_that_keeps_failing_is_reported_key_by_key_and_left_in_place(buc
 @pytest.mark.slow
 def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty):
     client, name = bucket
-    keys = [f"t/k{i:03d}.parquet" for i in range(240)]
+    keys = [f"t{i % 8}/k{i:03d}.parquet" for i in range(240)]  # eight tables: each task deletes in several at once
     put(client, name, keys)
-    targets = spark.createDataFrame([(f"s3://{name}/t", f"s3://{name}/{k}", 1, 0) for k in keys],
+    targets = spark.createDataFrame([(f"s3://{name}/{k.split('/')[0]}", f"s3://{name}/{k}", 1, 0) for k in keys],
                                     "table_root string, path string, length long, modificationTime long")
     pace, batch = 80, 10
     settings = DeleteSettings(batch_size=batch, keys_per_second=pace, endpoint_url=faulty.endpoint)
@@ -287,25 +288,73 @@ def test_batch_size_is_bounded_by_s3s_limit():
         DeleteSettings(batch_size=1001)
 
 
-def test_hadoop_stores_move_files_into_the_trash_and_never_over_a_file(spark, tmp_path):
-    """The driver's path for HDFS and ABFS, on Hadoop's own local file system."""
-    storage = Storage(spark)
-    folder = tmp_path / "t" / "p=1"
-    folder.mkdir(parents=True)
-    (folder / "a.parquet").write_bytes(b"rows")
-    target = Target(f"file://{tmp_path}/t", f"file://{folder}/a.parquet", 4, 0)
-    trash = f"file://{tmp_path}/trash"
+@pytest.mark.parametrize("bad", [{"prefix_keys_per_second": 0}, {"keys_per_second": 0.0}, {"prefixes_at_once": 0}])
+def test_paces_are_positive_and_the_run_wide_cap_is_optional(bad):
+    assert DeleteSettings().keys_per_second is None  # no cap unless asked: each table paces itself
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        DeleteSettings(**bad)
 
-    (moved,) = delete_with_hadoop(storage, [target], "run-1", trash)
-    assert (moved.action, moved.trash_path) == (AuditAction.DELETED, f"{trash}/run-1{folder}/a.parquet")
-    assert (tmp_path / f"trash/run-1{folder}/a.parquet").read_bytes() == b"rows"
-    assert not (folder / "a.parquet").exists()
-    (again,) = delete_with_hadoop(storage, [target], "run-1", trash)
-    assert (again.action, again.trash_path) == (AuditAction.ALREADY_ABSENT, None)
 
-    (folder / "a.parquet").write_bytes(b"written again")
-    with pytest.raises(FileExistsError, match="a file is there"):
-        storage.move(moved.trash_path, target.path)
-    assert (folder / "a.parquet").read_bytes() == b"written again"
-    (folder / "a.parquet").unlink()
-    assert storage.move(moved.trash_path, target.path) and (folder / "a.parquet").read_bytes() == b"rows"
+@pytest.mark.parametrize("prefixes_at_once", [1, 32])
+def test_no_targets_no_request(prefixes_at_once):
+    deleter = S3BatchDeleter(DeleteSettings(prefixes_at_once=prefixes_at_once), client=object())  # never called
+    assert list(deleter.delete([])) == []
+
+
+def in_tables(client, bucket, tables: dict[str, int]) -> list[Target]:
+    """``n`` keys in the folder of each table named, as that table's targets."""
+    targets = []
+    for table, n in tables.items():
+        keys = [f"{table}/k{i:03d}.parquet" for i in range(n)]
+        targets += [Target(f"s3://{bucket}/{table}", t.path, 1, 0) for t in put(client, bucket, keys)]
+    return targets
+
+
+def test_a_slowdown_slows_its_own_table_alone(bucket, faulty):
+    """One table after the other, so that the scripted SlowDown falls on the first table's first request:
+    that table's later requests ask a second of its lowered pace (40 keys/s by 0.7, then 1.5 % more an
+    answer), the other table's the whole batch at the pace it started with."""
+    client, name = bucket
+    targets = in_tables(client, name, {"hot": 120, "cool": 120})
+    faulty.script = ["slowdown"]
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=40, prefix_keys_per_second=40, prefixes_at_once=1,
+                                            endpoint_url=faulty.endpoint), sleep=lambda s: None)
+
+    outcomes = list(deleter.delete(targets))
+
+    assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)  # each key once
+    assert {o.action for o in outcomes} == {AuditAction.DELETED} and remaining(client, name) == set()
+    assert [(fault, keys) for _, fault, keys in faulty.requests] == [
+        ("slowdown", 40), ("ok", 40), ("ok", 28), ("ok", 28), ("ok", 24),  # hot: the throttled batch resent whole
+        ("ok", 40), ("ok", 40), ("ok", 40)]  # cool
+
+
+def test_the_tables_of_a_task_are_deleted_in_at_once(bucket, faulty):
+    client, name = bucket
+    targets = in_tables(client, name, {f"t{i}": 5 for i in range(4)})
+    faulty.gate = threading.Barrier(4, timeout=30)  # no request is answered before all four are under way
+    deleter = S3BatchDeleter(DeleteSettings(prefixes_at_once=4, endpoint_url=faulty.endpoint))
+
+    outcomes = list(deleter.delete(targets))
+
+    assert not faulty.gate.broken and faulty.counts() == {"ok": 4}  # one request per table, all at once
+    assert {o.action for o in outcomes} == {AuditAction.DELETED} and len(outcomes) == 20
+    assert remaining(client, name) == set()
+
+
+def test_against_a_store_that_throttles_each_prefix_the_pace_comes_down_to_it(bucket, s3_endpoint):
+    """The store takes 200 keys a second per folder; the table starts at 1,000. The store's SlowDowns bring
+    the table's pace down to what it takes (far fewer throttled requests than answered ones), and every key
+    still ends once, deleted."""
+    client, name = bucket
+    targets = in_tables(client, name, {"t": 600})
+    store = FaultyS3(s3_endpoint, prefix_keys_per_second=200)
+    try:
+        deleter = S3BatchDeleter(DeleteSettings(batch_size=20, prefix_keys_per_second=1000, endpoint_url=store.endpoint))
+        outcomes = list(deleter.delete(targets))
+    finally:
+        store.close()
+    assert sorted(o.target.path for o in outcomes) == sorted(t.path for t in targets)
+    assert {o.action for o in outcomes} == {AuditAction.DELETED} and remaining(client, name) == set()
+    counts = store.counts()
+    assert counts["ok"] == 30 and 1 <= counts.get("throttled", 0) < counts["ok"] / 2, counts

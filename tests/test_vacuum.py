@@ -451,6 +451,10 @@ def test_cli_report_exit_codes_and_usage(spark, tmp_path, capsys):
                       (["--inventory-table", inventory, "--table", "x", "--include", "*"], "go with --discover"),
                       (["--inventory-table", inventory, "--table", "x", "--delete-batch-size", "5000"],
                        "--delete-batch-size must be between 1 and 1000"),
+                      (["--inventory-table", inventory, "--table", "x", "--delete-prefix-keys-per-second", "0"],
+                       "--delete-prefix-keys-per-second must be > 0"),
+                      (["--inventory-table", inventory, "--table", "x", "--delete-keys-per-second", "-1"],
+                       "--delete-keys-per-second must be > 0"),
                       (["--inventory-table", inventory, "--table", "x", "--min-coverage", "2"],
                        "--min-coverage must be between 0 and 1")):
         with pytest.raises(SystemExit) as usage:

@@ -109,9 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "(S3: turn on bucket versioning instead)")
     parser.add_argument("--delete-batch-size", type=int, default=DeleteSettings.batch_size, metavar="N",
                         help="keys per S3 DeleteObjects request (1-1000, default: %(default)d)")
-    parser.add_argument("--delete-keys-per-second", type=float, default=DeleteSettings.keys_per_second, metavar="K",
-                        help="S3 keys deleted per second by the whole run, however many executors delete "
-                             "(S3 takes about 3,500 writes/s per prefix; default: %(default)g)")
+    parser.add_argument("--delete-prefix-keys-per-second", type=float, default=DeleteSettings.prefix_keys_per_second,
+                        metavar="K", help="S3 keys deleted per second in each table's prefix to start with; a SlowDown "
+                                          "answer lowers that table's pace, answers without one raise it again "
+                                          "(default: %(default)g, what S3 takes per prefix)")
+    parser.add_argument("--delete-keys-per-second", type=float, metavar="K",
+                        help="a cap on the S3 keys the whole run deletes per second, however many executors and "
+                             "tables delete, where an account's limits demand one (default: none)")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="an S3-compatible endpoint (default: AWS)")
     history = parser.add_mutually_exclusive_group()
     history.add_argument("--history", action="store_const", const=True, dest="history",
@@ -240,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     warn_old_flags(argv, {"--retain-hours": "--retention-hours"})
     try:
         delete = DeleteSettings(batch_size=args.delete_batch_size, keys_per_second=args.delete_keys_per_second,
+                                prefix_keys_per_second=args.delete_prefix_keys_per_second,
                                 endpoint_url=args.s3_endpoint_url, purge_versions=args.purge_versions,
                                 trash=args.trash)
     except ValueError as exc:

@@ -16,13 +16,16 @@ removes a local file, a task notes it in the run's journal (:class:`DeleteJourna
 that a later attempt that finds the file gone records it as this run's ``deleted``, not
 ``already_absent``. S3 answers the same whichever attempt asks; the driver's deletes run once.
 
-S3 deletes hold a run-wide pace: S3 takes about 3,500 writes per second per prefix and
-counts every key of a ``DeleteObjects`` as one. The targets are cut into as many tasks
-as the cluster runs at once, and each task paces itself to its share of
-``keys_per_second``, so the sum holds however many executors there are, with no
-coordination between them. Throttling, server errors, dropped connections and read
-timeouts are retried with backoff; ``DeleteObjects`` is idempotent, so a retry after a
-timeout whose request did land is harmless.
+S3 deletes are paced per table (vacuum_jobs.pacing): S3 takes about 3,500 writes per second
+per prefix, counts every key of a ``DeleteObjects`` as one, and answers ``SlowDown`` above
+what a prefix takes. The targets are cut into as many tasks as the cluster runs at once, each
+table's in one task; a task deletes in up to ``prefixes_at_once`` tables at once, each at a
+pace of its own that starts at ``prefix_keys_per_second`` and follows S3's answers. Where an
+account's limits demand a cap on the whole run, ``keys_per_second`` sets one: the targets are
+then cut evenly instead and each task keeps to its share, so the sum holds however many
+executors there are, with no coordination between them. Throttling, server errors, dropped
+connections and read timeouts are retried with backoff; ``DeleteObjects`` is idempotent, so a
+retry after a timeout whose request did land is harmless.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +52,13 @@ from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
 from lakeio.text import first_line, storage_advice
 from lakeio.times import epoch_ms
+from vacuum_jobs.pacing import Pace, PrefixPace
 
 log = logging.getLogger(__name__)
 EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
 # A boto3 S3 client: botocore builds its methods at run time, so it is untyped here.
 S3Client = Any
+THROTTLED_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException"})  # slow a table's pace (vacuum_jobs.pacing)
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
                              "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
 
@@ -60,7 +66,9 @@ RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", 
 @dataclass(frozen=True)
 class DeleteSettings:
     batch_size: int = 1000  # keys per DeleteObjects request (S3 allows at most 1,000)
-    keys_per_second: float = 3000.0  # the whole run's pace, however many tasks delete
+    prefix_keys_per_second: float = 3500.0  # each table's pace to start with (S3's per prefix); S3's answers adjust it
+    keys_per_second: float | None = None  # a cap on the whole run's pace, however many tasks delete; default: none
+    prefixes_at_once: int = 32  # tables one task deletes in at once, each at its own pace
     max_attempts: int = 6
     base_backoff_seconds: float = 0.2
     read_timeout_seconds: float = 60.0  # a DeleteObjects of 1,000 keys may take seconds
@@ -71,8 +79,12 @@ class DeleteSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
             raise ValueError("batch_size must be between 1 and 1000")
-        if not self.keys_per_second > 0:
+        if not self.prefix_keys_per_second > 0:
+            raise ValueError("prefix_keys_per_second must be > 0")
+        if self.keys_per_second is not None and not self.keys_per_second > 0:
             raise ValueError("keys_per_second must be > 0")
+        if self.prefixes_at_once < 1:
+            raise ValueError("prefixes_at_once must be >= 1")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
 
@@ -123,20 +135,26 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
         targets = targets.withColumn("version_id", F.lit(None).cast("string"))
     return where_reachable(
         spark, targets.select(*columns), OUTCOMES.schema,
-        lambda rows, slices: (o.row() for o in _delete_rows(rows, settings, settings.keys_per_second / slices, run_id)),
-        lambda rows: (o.row() for o in delete_with_hadoop(Storage(spark), map(_target, rows), run_id, settings.trash)))
+        lambda rows, slices: (o.row() for o in _delete_rows(rows, settings, cap_share(settings, slices), run_id)),
+        lambda rows: (o.row() for o in delete_with_hadoop(Storage(spark), map(_target, rows), run_id, settings.trash)),
+        spread=settings.keys_per_second is not None)
 
 
 def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
                     per_task: Callable[[Iterable[Row], int], Iterator[tuple[object, ...]]],
-                    on_driver: Callable[[Iterator[Row]], Iterator[tuple[object, ...]]]) -> DataFrame:
-    """``rows`` (with a ``path``) acted on where their store is reachable, one ``schema`` row each: S3
-    and local files in one wave of executor tasks (``per_task(rows, slices)``: every task runs at once,
-    none waits for a slot while holding a share of a pace), other stores from the driver through
-    Hadoop (``on_driver``), which Python executors cannot reach."""
+                    on_driver: Callable[[Iterator[Row]], Iterator[tuple[object, ...]]], *, spread: bool = False
+                    ) -> DataFrame:
+    """``rows`` (with a ``table_root`` and a ``path``) acted on where their store is reachable, one ``schema``
+    row each: S3 and local files in one wave of executor tasks (``per_task(rows, slices)``: every task
+    runs at once, none waits for a slot while holding a share of a pace), other stores from the driver
+    through Hadoop (``on_driver``), which Python executors cannot reach. Each table's rows go to one
+    task, which paces its prefix; ``spread``: an even share of the rows to every task instead (a
+    run-wide cap, of which each task keeps to its share)."""
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
     slices = max(1, spark.sparkContext.defaultParallelism)
-    result = spark.createDataFrame(rows.where(scheme.isin(*EXECUTOR_SCHEMES)).repartition(slices).rdd.mapPartitions(
+    reachable = rows.where(scheme.isin(*EXECUTOR_SCHEMES))
+    shared = reachable.repartition(slices) if spread else reachable.repartition(slices, "table_root")
+    result = spark.createDataFrame(shared.rdd.mapPartitions(
         lambda part: per_task(part, slices)), schema)
     elsewhere = rows.where(~scheme.isin(*EXECUTOR_SCHEMES))
     if elsewhere.take(1):
@@ -144,12 +162,18 @@ def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
     return result
 
 
+def cap_share(settings: DeleteSettings, slices: int) -> float | None:
+    """One task's share of the run's cap (``keys_per_second`` over the tasks that run at once); None: no cap."""
+    return None if settings.keys_per_second is None else settings.keys_per_second / slices
+
+
 def _target(row: Row) -> Target:
     return Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(row["version_ids"] or ()),
                   row["version_id"])
 
 
-def _delete_rows(rows: Iterable[Row], settings: DeleteSettings, keys_per_second: float, run_id: str) -> Iterator[Outcome]:
+def _delete_rows(rows: Iterable[Row], settings: DeleteSettings, keys_per_second: float | None,
+                 run_id: str) -> Iterator[Outcome]:
     """One executor task's share; its tally goes to the executor's log."""
     s3_targets: list[Target] = []
     local_targets: list[Target] = []
@@ -288,61 +312,79 @@ def delete_with_hadoop(storage: Storage, targets: Iterable[Target], run_id: str,
 
 
 class S3BatchDeleter:
-    """``DeleteObjects`` in batches, paced by keys, with exponential backoff and per-key retries.
+    """``DeleteObjects`` in batches, each table's prefix at its own pace (vacuum_jobs.pacing), up to
+    ``prefixes_at_once`` tables at once, with exponential backoff and per-key retries.
 
-    ``keys_per_second`` is this deleter's share of the run's pace (default: all of it)."""
+    ``keys_per_second`` is this deleter's share of the run's cap (default: all of it; none without one)."""
 
     def __init__(self, settings: DeleteSettings, client: S3Client | None = None, sleep: Callable[[float], None] = time.sleep,
                  keys_per_second: float | None = None):
         self.settings = settings
         self.sleep = sleep
-        self.keys_per_second = keys_per_second or settings.keys_per_second
+        cap = keys_per_second or settings.keys_per_second
+        self._cap = None if cap is None else Pace(cap, sleep)
         self._client = client
-        self._free_at = 0.0
         self._versioning: dict[str, bool] = {}  # bucket -> versioning suspended
 
     @staticmethod
     def make_client(endpoint_url: str | None = None,
                     read_timeout_seconds: float = DeleteSettings.read_timeout_seconds,
-                    retries: dict[str, Any] | None = None) -> S3Client:
+                    retries: dict[str, Any] | None = None,
+                    connections: int = DeleteSettings.prefixes_at_once) -> S3Client:
         """A boto3 S3 client, by default without botocore's own retries: ours (below) cover throttling,
-        dropped connections, timeouts and per-key errors alike, and count every attempt against the pace."""
+        dropped connections, timeouts and per-key errors alike, and count every attempt against the pace.
+        ``connections``: as many as requests at once (one per table a task deletes in)."""
         import boto3
         from botocore.config import Config
 
         return boto3.client("s3", endpoint_url=endpoint_url, config=Config(
-            retries=retries or {"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10))
+            retries=retries or {"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10,
+            max_pool_connections=connections))
 
     @property
     def client(self) -> S3Client:
         if self._client is None:
-            self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds)
+            self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds,
+                                            connections=self.settings.prefixes_at_once)
         return self._client
 
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:
-        by_bucket: dict[str, list[tuple[dict[str, Any], Target]]] = {}
+        """Every target's outcome; the tables' prefixes deleted in at once, each paced on its own."""
+        by_prefix: dict[tuple[str, str], list[tuple[dict[str, Any], Target]]] = {}
         for target in targets:
             bucket, key = uris.bucket_and_key(target.path)
             if self.settings.purge_versions and target.version_ids:
                 keys = [{"Key": key, "VersionId": v} for v in target.version_ids]
             else:
                 keys = [{"Key": key}]
-            by_bucket.setdefault(bucket, []).extend((entry, target) for entry in keys)
-        for bucket, entries in by_bucket.items():
-            yield from self._delete_bucket(bucket, entries)
+            by_prefix.setdefault((bucket, target.table_root), []).extend((entry, target) for entry in keys)
+        for bucket in sorted({bucket for bucket, _ in by_prefix}):
+            self._suspended(bucket)  # asked once, before the prefixes' threads read it
+        groups = [(bucket, entries) for (bucket, _), entries in by_prefix.items()]
+        if len(groups) <= 1 or self.settings.prefixes_at_once == 1:
+            for bucket, entries in groups:
+                yield from self._delete_prefix(bucket, entries)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.settings.prefixes_at_once, len(groups))) as pool:
+            running = [pool.submit(lambda args: list(self._delete_prefix(*args)), group) for group in groups]
+            for done in as_completed(running):
+                yield from done.result()
 
-    def _delete_bucket(self, bucket: str, entries: list[tuple[dict[str, Any], Target]]) -> Iterator[Outcome]:
-        """Entries of one target (its versions) may span batches; a target fails if any entry fails."""
+    def _delete_prefix(self, bucket: str, entries: list[tuple[dict[str, Any], Target]]) -> Iterator[Outcome]:
+        """One table's keys, at its own pace. Entries of one target (its versions) may span batches; a
+        target fails if any entry fails."""
+        pace = PrefixPace(self.settings.prefix_keys_per_second, self.sleep)
         errors: dict[Target, str] = {}
         markers: dict[Target, str] = {}
         remaining: dict[Target, int] = {}
         for _entry, target in entries:
             remaining[target] = remaining.get(target, 0) + 1
-        size = self.settings.batch_size
         suspended = self._suspended(bucket)
-        for start in range(0, len(entries), size):
-            batch = entries[start:start + size]
-            for _entry, target, error, marker in self._delete_batch(bucket, batch):
+        start = 0
+        while start < len(entries):
+            batch = entries[start:start + pace.batch(self.settings.batch_size)]
+            start += len(batch)
+            for _entry, target, error, marker in self._delete_batch(bucket, batch, pace):
                 if error:
                     errors[target] = error
                 if marker and not _final(marker, target, suspended):
@@ -352,17 +394,22 @@ class S3BatchDeleter:
                     action = AuditAction.FAILED if target in errors else AuditAction.DELETED
                     yield Outcome(target, action, errors.get(target), epoch_ms(), markers.get(target))
 
-    def _delete_batch(self, bucket: str, batch: list[tuple[dict[str, Any], Target]]
+    def _delete_batch(self, bucket: str, batch: list[tuple[dict[str, Any], Target]], pace: PrefixPace
                       ) -> Iterator[tuple[dict[str, Any], Target, str | None, str | None]]:
-        """Per entry: its error, or the delete marker a key's delete added (versioned buckets)."""
+        """Per entry: its error, or the delete marker a key's delete added (versioned buckets). A
+        ``SlowDown`` (of the request or of some keys) slows the prefix; an answer without one speeds it up."""
         pending = list(batch)
         for attempt in range(1, self.settings.max_attempts + 1):
-            self._pace(len(pending))
+            if self._cap is not None:
+                self._cap.wait(len(pending))
+            pace.wait(len(pending))
             try:
                 response = self.client.delete_objects(
                     Bucket=bucket, Delete={"Objects": [entry for entry, _ in pending], "Quiet": False})
             except Exception as exc:
                 code, status = _error_code(exc)
+                if code in THROTTLED_CODES or status == 503:
+                    pace.slowed()
                 if _retryable(exc, code, status) and attempt < self.settings.max_attempts:
                     self._backoff(attempt)
                     continue
@@ -370,6 +417,10 @@ class S3BatchDeleter:
                     yield entry, target, _described(code or type(exc).__name__, str(exc)[:200]), None
                 return
             failed = {(e.get("Key"), e.get("VersionId")): e for e in response.get("Errors", [])}
+            if any(e.get("Code") in THROTTLED_CODES for e in failed.values()):
+                pace.slowed()
+            else:
+                pace.answered()
             markers = {d.get("Key"): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", [])
                        if "VersionId" not in d}
             retry = []
@@ -395,14 +446,6 @@ class S3BatchDeleter:
                 log.warning("versioning state of bucket %s unknown: %s", bucket, first_line(exc))
                 self._versioning[bucket] = False
         return self._versioning[bucket]
-
-    def _pace(self, keys: int) -> None:
-        """Wait until this request's keys fit the pace: n keys take n / keys_per_second of it."""
-        now = time.monotonic()
-        start = max(now, self._free_at)
-        if start > now:
-            self.sleep(start - now)
-        self._free_at = start + keys / self.keys_per_second
 
     def _backoff(self, attempt: int) -> None:
         delay = self.settings.base_backoff_seconds * (2 ** (attempt - 1))

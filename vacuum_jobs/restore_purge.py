@@ -59,6 +59,7 @@ from vacuum_jobs.deleter import (
     DeleteSettings,
     S3BatchDeleter,
     Target,
+    cap_share,
     key_versions,
     prune_empty_folders,
     where_reachable,
@@ -344,9 +345,9 @@ class Undo:
         dry_run, spark = self.options.dry_run, self.spark
         outcomes = where_reachable(
             spark, rows, _UNDONE,
-            lambda part, slices: _act(part, done, settings, settings.keys_per_second / slices, dry_run),
+            lambda part, slices: _act(part, done, settings, cap_share(settings, slices), dry_run),
             lambda part: _act(part, done, settings, settings.keys_per_second, dry_run, Storage(spark)),
-        )
+            spread=settings.keys_per_second is not None)
         if left_alone is not None:
             outcomes = outcomes.unionByName(left_alone)
         outcomes = outcomes.localCheckpoint(eager=True)
@@ -383,7 +384,7 @@ class Undo:
 _UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
 
 
-def _act(rows: Iterable[Row], done: AuditAction, settings: DeleteSettings, keys_per_second: float, dry_run: bool,
+def _act(rows: Iterable[Row], done: AuditAction, settings: DeleteSettings, keys_per_second: float | None, dry_run: bool,
          files: Files | None = None) -> Iterator[tuple[Any, ...]]:
     """One task's share (or the driver's, for Hadoop stores: ``files``). Files in a trash folder are
     moved back or deleted one by one; on S3 each key's versions are checked, then the marker
