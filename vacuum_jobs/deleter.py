@@ -59,8 +59,8 @@ EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
 # A boto3 S3 client: botocore builds its methods at run time, so it is untyped here.
 S3Client = Any
 THROTTLED_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException"})  # slow a table's pace (vacuum_jobs.pacing)
-RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
-                             "ThrottlingException", "RequestTimeTooSkewed", "OperationAborted"})
+RETRYABLE_CODES = THROTTLED_CODES | {"InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed",
+                                     "OperationAborted"}
 
 
 @dataclass(frozen=True)

@@ -26,20 +26,18 @@ class Pace:
     """``keys_per_second`` for every thread that waits on it: a request of n keys starts once the keys
     before it have had n / keys_per_second of time each."""
 
-    def __init__(self, keys_per_second: float, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, keys_per_second: float, sleep: Callable[[float], None] = time.sleep):
         if not keys_per_second > 0:
             raise ValueError("keys_per_second must be > 0")
         self.keys_per_second = keys_per_second
         self._sleep = sleep
-        self._clock = clock
         self._free_at = 0.0
         self._lock = threading.Lock()
 
     def wait(self, keys: int) -> None:
         """Until ``keys`` more fit the pace (the time is taken under the lock, waited outside it)."""
         with self._lock:
-            now = self._clock()
+            now = time.monotonic()
             start = max(now, self._free_at)
             self._free_at = start + keys / self.keys_per_second
         if start > now:
