@@ -21,9 +21,11 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 # Size and LastModifiedDate feed the contract's length and modificationTime; StorageClass
-# and IntelligentTieringAccessTier price the chargeback; ETag tells rewritten objects apart.
+# and IntelligentTieringAccessTier price the chargeback; ETag tells rewritten objects apart;
+# the Object Lock fields tell the erasure evidence which versions S3 keeps, and until when.
 OPTIONAL_FIELDS = ("Size", "LastModifiedDate", "StorageClass", "ETag", "IsMultipartUploaded",
-                   "EncryptionStatus", "IntelligentTieringAccessTier")
+                   "EncryptionStatus", "IntelligentTieringAccessTier", "ObjectLockRetainUntilDate",
+                   "ObjectLockMode", "ObjectLockLegalHoldStatus")
 DEFAULT_CONFIG_ID = "lake-housekeeping"
 DEFAULT_PREFIX = "inventory"
 

@@ -46,6 +46,12 @@ FIELDS: list[Field] = [
     ("EncryptionStatus", "encryption_status", pa.string()),
 ]
 VERSION_FIELDS = {"VersionId", "IsLatest", "IsDeleteMarker"}
+# What a configuration with the Object Lock fields adds (write_delivery(object_lock=True)).
+OBJECT_LOCK_FIELDS: list[Field] = [
+    ("ObjectLockRetainUntilDate", "object_lock_retain_until_date", pa.timestamp("ms", tz="UTC")),
+    ("ObjectLockMode", "object_lock_mode", pa.string()),
+    ("ObjectLockLegalHoldStatus", "object_lock_legal_hold_status", pa.string()),
+]
 _PARQUET_TYPES = {pa.string(): "binary {} (UTF8)", pa.bool_(): "boolean {}", pa.int64(): "int64 {}"}
 _ORC_TYPES = {pa.string(): "string", pa.bool_(): "boolean", pa.int64(): "bigint"}
 
@@ -64,6 +70,9 @@ class InventoryObject:
     is_delete_marker: bool = False
     is_multipart_uploaded: bool = False
     encryption_status: str = "SSE-S3"
+    object_lock_retain_until_date: int | None = None  # epoch ms
+    object_lock_mode: str | None = None  # GOVERNANCE, COMPLIANCE
+    object_lock_legal_hold_status: str | None = None  # ON, OFF
 
 
 def write_delivery(
@@ -77,11 +86,13 @@ def write_delivery(
     rows_per_file: int = 1_000_000,
     destination_bucket: str = "inventory-destination",
     destination_prefix: str = "inventory",
+    object_lock: bool = False,
 ) -> str:
-    """Write one delivery and return the path of its ``manifest.json``."""
+    """Write one delivery and return the path of its ``manifest.json``; ``object_lock`` adds the
+    Object Lock fields."""
     if file_format not in ("Parquet", "ORC", "CSV"):
         raise ValueError(f"unknown file format {file_format!r}")
-    fields = [f for f in FIELDS if versioned or f[0] not in VERSION_FIELDS]
+    fields = [f for f in FIELDS if versioned or f[0] not in VERSION_FIELDS] + (OBJECT_LOCK_FIELDS if object_lock else [])
     config_dir = os.path.join(destination, source_bucket, config_id)
     key_prefix = "/".join(p for p in (destination_prefix.strip("/"), source_bucket, config_id) if p)
     files = []
@@ -147,10 +158,10 @@ def _encode(table: pa.Table, fields: Sequence[Field], file_format: str) -> bytes
     if file_format == "Parquet":
         pq.write_table(table, buffer, compression="snappy")
     elif file_format == "ORC":
-        naive = table.set_column(
-            table.schema.get_field_index("last_modified_date"), "last_modified_date",
-            table["last_modified_date"].cast(pa.timestamp("ms")),
-        )
+        naive = table
+        for _, name, dtype in fields:
+            if pa.types.is_timestamp(dtype):
+                naive = naive.set_column(naive.schema.get_field_index(name), name, naive[name].cast(pa.timestamp("ms")))
         orc.write_table(naive, buffer, compression="zlib")  # the ORC library's own default codec
     else:
         buffer.write(gzip.compress(_csv_lines(table, fields).encode("utf-8")))

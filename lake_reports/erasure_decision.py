@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from lakeio.audit import AuditAction
+from lakeio.object_lock import Lock
 from lakeio.text import StrEnum, human_bytes
 from lakeio.times import hours_ms, iso_utc
 
@@ -29,6 +30,7 @@ class ErasureStatus(StrEnum):
     REFERENCED_ELSEWHERE = "referenced_elsewhere"
     WITHIN_RETENTION = "within_retention"
     DELETE_FAILED = "delete_failed"
+    LOCKED = "locked"
     GONE_UNRECORDED = "gone_unrecorded"
     NOT_VACUUMED_SINCE = "not_vacuumed_since"
     NOT_IN_A_TABLE = "not_in_a_table"
@@ -43,7 +45,7 @@ BOUNDED_BY_VACUUMS = frozenset({ErasureStatus.WITHIN_RETENTION, ErasureStatus.NO
 # nothing scheduled erases it: someone must act.
 NEEDS_ACTION = frozenset({ErasureStatus.RESTORED, ErasureStatus.LIVE, ErasureStatus.LIVE_SOFT_DELETED,
                           ErasureStatus.REFERENCED_ELSEWHERE, ErasureStatus.DELETE_FAILED,
-                          ErasureStatus.NOT_IN_A_TABLE})
+                          ErasureStatus.LOCKED, ErasureStatus.NOT_IN_A_TABLE})
 
 
 @dataclass
@@ -119,6 +121,7 @@ class ListedVersion:
     length: int | None
     modified_ms: int | None
     is_delete_marker: bool | None
+    lock: Lock | None = None  # what S3 Object Lock keeps of it, as the inventory lists it
 
 
 Answer = Callable[..., "FileAnswer"]  # (status, detail, when, run_id) -> the file's answer
@@ -137,20 +140,24 @@ _PURGING = (AuditAction.PURGED, AuditAction.ALREADY_ABSENT)
 
 
 def _deleted(answer: Answer, run_row: AuditEntry, finished: AuditEntry | None, table: TableErasure | None, versions: Versions | None,
-             inventory_date: date, left_by: AuditEntry | None = None) -> FileAnswer:
+             inventory_date: date, now_ms: int, left_by: AuditEntry | None = None) -> FileAnswer:
     """A file a run deleted: erased, unless a versioned bucket may still hold its bytes.
     ``finished``: the restore or purge row that acted on that delete, if any; ``left_by``: the newest
-    purge row that left it alone (its ``error`` names the rule)."""
+    restore or purge row that left it alone (kept by a rule, or its delete failed: its ``error`` says why)."""
     run_id, at = run_row.run_id, iso_utc(run_row.at_ms)
     deleted = f"deleted at {at} by vacuum run {run_id}"
     marker = run_row.delete_marker_id
     trash = run_row.trash_path
     kept = f"moved to the trash ({trash})" if trash else f"delete marker {marker}"
+    if finished is not None and finished.action == AuditAction.RESTORED:
+        done_at, by = iso_utc(finished.at_ms), finished.run_id
+        return answer(ErasureStatus.RESTORED, f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
+                      "back", done_at, by)
+    if trash is None and (locks := _locks(versions, run_row, now_ms)):
+        return _locked(answer, deleted if marker is None else f"{deleted} ({kept})", locks, run_row, inventory_date,
+                       now_ms)
     if finished is not None:
         done_at, by = iso_utc(finished.at_ms), finished.run_id
-        if finished.action == AuditAction.RESTORED:
-            return answer(ErasureStatus.RESTORED, f"{deleted} ({kept}); restored at {done_at} by restore run {by}: its bytes are "
-                          "back", done_at, by)
         purged = (f"{deleted} ({kept}); erased at {done_at} by purge run {by}, which deleted "
                   + ("its copy in the trash" if trash else f"the version it hid ({finished.version_id}) and the "
                      "older versions of its key")
@@ -209,9 +216,14 @@ def _soft_deleted(answer: Answer, run_row: AuditEntry, hidden: str, table: Table
                   kept: AuditEntry | None = None) -> FileAnswer:
     """A delete that can be undone (a recorded delete marker, or a move to the trash): restorable
     until the purge runs' undo window ends, or kept by a purge because a table needs it again
-    (``kept``: that purge's row, whose ``error`` names the rule)."""
+    (``kept``: that purge's row, whose ``error`` names the rule), or left by a restore or purge whose
+    delete failed (``kept`` is that ``failed`` row: nothing scheduled is sure to finish it)."""
     run_id = run_row.run_id
     restore = f"python -m vacuum_jobs restore --run-id {run_id}"
+    if kept is not None and kept.action == AuditAction.FAILED:
+        at = iso_utc(kept.at_ms)
+        return answer(ErasureStatus.DELETE_FAILED, f"{hidden}; the delete of run {kept.run_id} (a restore or purge) failed "
+                      f"at {at}: {kept.error}; not erased", at, kept.run_id)
     if kept is not None:
         return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; purge run {kept.run_id} kept it at {iso_utc(kept.at_ms)}, "
                       f"not erased: {kept.error}", iso_utc(kept.at_ms), kept.run_id)
@@ -223,6 +235,25 @@ def _soft_deleted(answer: Answer, run_row: AuditEntry, hidden: str, table: Table
     return answer(ErasureStatus.SOFT_DELETED, f"{hidden}; restorable until {due} ({restore}), erased by the first purge run "
                   f"after that (undo window {table.undo_window_days:g} day(s); last purge run {table.last_purge_run} "
                   f"at {table.last_purge_run_at})", due, run_id)
+
+
+def _locks(versions: Versions | None, run_row: AuditEntry, now_ms: int) -> list[Lock]:
+    """The Object Locks the inventory lists on the versions that hold the key's bytes, still in force."""
+    if versions is None:
+        return []
+    return [r.lock for r in _held(versions, run_row) if r.lock is not None and r.lock.holds_at(now_ms)]
+
+
+def _locked(answer: Answer, deleted: str, locks: list[Lock], run_row: AuditEntry, inventory_date: date,
+            now_ms: int) -> FileAnswer:
+    """A delete whose bytes S3 Object Lock keeps: no purge erases them before the lock ends."""
+    ends = [lock.erasable_from_ms(now_ms) for lock in locks]
+    when = None if None in ends else iso_utc(max(end for end in ends if end is not None))
+    then = (f"erasable from {when}, by the first purge run after that" if when else
+            "erasable only once the legal hold is lifted (s3:PutObjectLegalHold), by the first purge run after that")
+    held = "; ".join(lock.describe(now_ms) for lock in sorted(locks, key=lambda lock: lock.version_id))
+    return answer(ErasureStatus.LOCKED, f"{deleted}; S3 Object Lock keeps its bytes ({held}, as the inventory of "
+                  f"{inventory_date} lists): not erased; {then}", when, run_row.run_id)
 
 
 def _none_left(versions: Versions | None, run_row: AuditEntry, inventory_date: date) -> bool:
@@ -254,12 +285,12 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
     if deleted:
         runs = {r.run_id for r in deleted}
         purged = [r for r in trail if r.source_run_id in runs and r.action in _PURGING]
-        kept = [r for r in trail if r.source_run_id in runs and r.action == AuditAction.NOT_PURGED]
-        return _deleted(answer, deleted[0], purged[0] if purged else None, table, versions, inventory_date,
-                        kept[-1] if kept else None)
+        left = [r for r in trail if r.source_run_id in runs and r.action in (AuditAction.NOT_PURGED, AuditAction.FAILED)]
+        return _deleted(answer, deleted[0], purged[0] if purged else None, table, versions, inventory_date, now_ms,
+                        left[-1] if left else None)
     undone = [r for r in vacuumed if restores and r.run_id == restores[-1].source_run_id]
     if undone:
-        return _deleted(answer, undone[0], restores[-1], table, versions, inventory_date)
+        return _deleted(answer, undone[0], restores[-1], table, versions, inventory_date, now_ms)
     absent = [r for r in vacuumed if r.action == AuditAction.ALREADY_ABSENT]
     if absent:
         at = iso_utc(absent[0].at_ms)

@@ -23,7 +23,10 @@ and the newest inventory that answers, per file:
 - ``referenced_elsewhere``: its table no longer needs it, but another table's log does (a
   shallow clone): every vacuum keeps it while that table does;
 - ``within_retention``: tombstoned; vacuum may delete it from the date given;
-- ``delete_failed``: the last attempt failed (error, run);
+- ``delete_failed``: the last attempt failed (error, run): the vacuum's delete, or the delete of
+  the restore or purge run that last acted on it;
+- ``locked``: S3 Object Lock keeps a version holding its bytes (the inventory's lock fields):
+  not erased before the date the lock ends (none while a legal hold stays);
 - ``gone_unrecorded``: the newest inventory no longer lists it, but no run recorded
   deleting it (another tool deleted it);
 - ``not_vacuumed_since``: deletable, but no deleting run has reached it yet.
@@ -72,6 +75,7 @@ from lakeio.inventory import (
     current_objects,
     inventory_snapshot,
 )
+from lakeio.object_lock import Lock
 from lakeio.shapes import local_frame, of_tables
 from lakeio.spark import check_workers
 from lakeio.steps import Step, Steps, one_run
@@ -451,9 +455,15 @@ class ErasureEvidence:
             F.max(F.col("is_latest").isNotNull()).alias("all_versions")).collect()}
         asked = local_frame(self.spark, [(path,) for path in paths], "path string")
         listed: dict[str, list[ListedVersion]] = defaultdict(list)
-        for path, *version in rows.where(F.col("version_id").isNotNull()).select(
+        # An inventory table written before these fields were ingested has no lock to say.
+        lock_columns = [F.col(name) if name in rows.columns else F.lit(None).cast(kind) for name, kind in (
+            ("object_lock_retain_until_date", "timestamp"), ("object_lock_mode", "string"),
+            ("object_lock_legal_hold_status", "string"))]
+        lock_columns[0] = F.unix_millis(lock_columns[0])
+        for path, version_id, length, modified_ms, marker, until_ms, mode, hold in rows.where(F.col("version_id").isNotNull()).select(
                 uris.canonical_col(F.col("path")).alias("path"), "version_id", "length", "modificationTime",
-                "is_delete_marker").join(F.broadcast(asked), "path").collect():
-            listed[path].append(ListedVersion(*version))
+                "is_delete_marker", *lock_columns).join(F.broadcast(asked), "path").collect():
+            listed[path].append(ListedVersion(version_id, length, modified_ms, marker,
+                                              Lock.of(version_id, until_ms, mode, hold)))
         return {path: Versions(kinds[bucket]["all_versions"], tuple(listed[path]))
                 for path, bucket in bucket_of.items() if bucket in kinds and kinds[bucket]["versioned"]}

@@ -31,9 +31,10 @@ VERSIONED_OBJECTS = AWKWARD_OBJECTS[:2] + [
 
 
 def deliver(root: Path, bucket: str = "src", objects=AWKWARD_OBJECTS, fmt: str = "Parquet",
-            config: str = "daily", when: datetime = DELIVERED, versioned: bool = False, rows_per_file: int = 1_000_000) -> Path:
+            config: str = "daily", when: datetime = DELIVERED, versioned: bool = False, rows_per_file: int = 1_000_000,
+            object_lock: bool = False) -> Path:
     return Path(write_delivery(str(root), bucket, config, objects, when, file_format=fmt,
-                               versioned=versioned, rows_per_file=rows_per_file))
+                               versioned=versioned, rows_per_file=rows_per_file, object_lock=object_lock))
 
 
 def rewrite_manifest(manifest: Path, change=None, raw: str | None = None) -> None:

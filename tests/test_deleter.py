@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -152,6 +153,36 @@ def test_per_key_errors_are_retried_then_reported(bucket):
     assert outcomes["ok-1"].action == outcomes["ok-2"].action == AuditAction.DELETED
 
 
+@pytest.mark.parametrize("answer", ["an error naming the key alone", "named nowhere"])
+def test_a_version_counts_as_deleted_only_where_the_answer_lists_it_deleted(bucket, answer):
+    """moto (and some S3-compatible stores) name a refused version's key without its version id, and
+    an answer may leave a key out: neither is taken as deleted. One that is named nowhere is asked
+    again, then reported."""
+    client, name = bucket
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    targets = {key: Target(f"s3://{name}/t", f"s3://{name}/t/{key}", 1, 0,
+                           (client.put_object(Bucket=name, Key=f"t/{key}", Body=b"x")["VersionId"],))
+               for key in ("kept", "gone")}
+
+    def rewrite(parsed, **kwargs):
+        ours = [d for d in parsed.get("Deleted", []) if d["Key"] == "t/kept"]
+        parsed["Deleted"] = [d for d in parsed.get("Deleted", []) if d not in ours]
+        if answer == "an error naming the key alone":
+            parsed["Errors"] = [{"Key": d["Key"], "Code": "AccessDenied", "Message": "injected"} for d in ours]
+
+    client.meta.events.register("after-call.s3.DeleteObjects", rewrite)
+    calls = count_calls(client)
+    deleter = S3BatchDeleter(DeleteSettings(purge_versions=True, max_attempts=3), client=client, sleep=lambda s: None)
+
+    outcomes = {o.target.path.rsplit("/", 1)[1]: o for o in deleter.delete(list(targets.values()))}
+
+    assert outcomes["gone"].action == AuditAction.DELETED and outcomes["kept"].action == AuditAction.FAILED
+    if answer == "named nowhere":
+        assert outcomes["kept"].error.startswith("NotConfirmed") and len(calls) == 3
+    else:
+        assert outcomes["kept"].error.startswith("AccessDenied") and len(calls) == 1
+
+
 def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     client, name = bucket
     client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
@@ -172,6 +203,55 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert not listing.get("Versions") and not listing.get("DeleteMarkers")
     assert remaining(client, name) == {"other"}
+
+
+def test_versions_object_lock_keeps_are_refused_by_name_and_governance_is_bypassed_only_when_asked(s3_endpoint):
+    """On a bucket with Object Lock, a key's delete only adds a marker (allowed); deleting its
+    versions is refused while a retention date or a legal hold keeps them. Each refused file names
+    its locks; the rest of the batch goes; ``bypass_governance_retention`` erases governance-mode
+    versions only, never compliance mode or a legal hold."""
+    client = S3BatchDeleter.make_client(s3_endpoint)
+    name = f"lock-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
+    until = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=30)
+    locks = {"governance": {"Retention": {"Mode": "GOVERNANCE", "RetainUntilDate": until}},
+             "compliance": {"Retention": {"Mode": "COMPLIANCE", "RetainUntilDate": until}},
+             "held": {"LegalHold": {"Status": "ON"}}, "free": {}}
+    targets = {}
+    for key, lock in locks.items():
+        version = client.put_object(Bucket=name, Key=f"t/{key}", Body=b"x")["VersionId"]
+        if "Retention" in lock:
+            client.put_object_retention(Bucket=name, Key=f"t/{key}", VersionId=version, **lock)
+        elif lock:
+            client.put_object_legal_hold(Bucket=name, Key=f"t/{key}", VersionId=version, **lock)
+        targets[key] = Target(f"s3://{name}/t", f"s3://{name}/t/{key}", 1, 0, (version,))
+
+    hidden = list(S3BatchDeleter(DeleteSettings(), client=client).delete(
+        [Target(t.table_root, t.path, 1, 0) for t in targets.values()]))
+    assert {o.action for o in hidden} == {AuditAction.DELETED} and all(o.delete_marker_id for o in hidden)
+
+    def purge(**settings) -> dict[str, tuple[AuditAction, str | None]]:
+        deleter = S3BatchDeleter(DeleteSettings(purge_versions=True, **settings), client=client)
+        return {o.target.path.rsplit("/", 1)[1]: (o.action, o.error) for o in deleter.delete(list(targets.values()))}
+
+    day = until.strftime("%Y-%m-%dT%H:%M:%S")
+    first = purge()
+    assert first["free"] == (AuditAction.DELETED, None)
+    assert {key: action for key, (action, _) in first.items() if key != "free"} == dict.fromkeys(
+        ("governance", "compliance", "held"), AuditAction.FAILED)
+    version = {key: t.version_ids[0] for key, t in targets.items()}
+    assert first["governance"][1].startswith(f"AccessDenied: version {version['governance']} locked until {day}")
+    assert "(governance mode)" in first["governance"][1] and "--bypass-governance-retention" in first["governance"][1]
+    assert f"locked until {day}" in first["compliance"][1] and "(compliance mode)" in first["compliance"][1]
+    assert "--bypass" not in first["compliance"][1]
+    assert f"version {version['held']} under a legal hold" in first["held"][1]
+
+    del targets["free"]
+    bypassed = purge(bypass_governance_retention=True)
+    assert bypassed["governance"] == (AuditAction.DELETED, None)
+    assert [bypassed[k][0] for k in ("compliance", "held")] == [AuditAction.FAILED] * 2
+    held = {v["Key"] for v in client.list_object_versions(Bucket=name).get("Versions", [])}
+    assert held == {"t/compliance", "t/held"}
 
 
 def test_a_bucket_whose_versioning_is_suspended_records_deletes_of_null_versions_as_final(bucket):

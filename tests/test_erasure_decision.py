@@ -9,6 +9,7 @@ from datetime import date
 import pytest
 
 from lake_reports.erasure_decision import (
+    GONE,
     AuditEntry,
     ErasureStatus,
     ListedVersion,
@@ -19,6 +20,7 @@ from lake_reports.erasure_decision import (
     decide,
 )
 from lakeio.audit import AuditAction
+from lakeio.object_lock import Lock
 from lakeio.times import MS_PER_HOUR
 
 DAY = 24 * MS_PER_HOUR
@@ -42,8 +44,14 @@ def _then(action: AuditAction, run_id: str, source: str, at_ms: int) -> AuditEnt
     return AuditEntry(run_id, action.value, at_ms, source_run_id=source)
 
 
-def _version(version_id: str, written_ms: int, marker: bool = False) -> ListedVersion:
-    return ListedVersion(version_id, 100, written_ms, marker)
+def _version(version_id: str, written_ms: int, marker: bool = False, lock: Lock | None = None) -> ListedVersion:
+    return ListedVersion(version_id, 100, written_ms, marker, lock)
+
+
+def _locked(version_id: str, written_ms: int, until_ms: int | None = NOW + 10 * DAY, mode: str | None = "GOVERNANCE",
+            legal_hold: bool = False) -> ListedVersion:
+    """A version S3 Object Lock keeps, as the inventory lists it."""
+    return _version(version_id, written_ms, lock=Lock(version_id, until_ms, mode if until_ms else None, legal_hold))
 
 
 def _decide(trail=(), log=(), listed=True, day=AFTER, versions=None, table=None, question=None):
@@ -93,6 +101,16 @@ CASES = {
                                         ErasureStatus.WITHIN_RETENTION),
     "the last attempt failed": (dict(trail=[_vacuum(AuditAction.FAILED, error="403 Forbidden")]),
                                 ErasureStatus.DELETE_FAILED),
+    "the purge's delete failed": (
+        dict(trail=[_vacuum(delete_marker_id="m1", version_id="a"),
+                    AuditEntry("p1", AuditAction.FAILED.value, T0 + DAY, error="InternalError", source_run_id="v1")]),
+        ErasureStatus.DELETE_FAILED),
+    "a version Object Lock keeps until a date": (
+        dict(trail=[_vacuum(delete_marker_id="m1", version_id="a")], versions=Versions(True, (_locked("a", T0 - DAY),))),
+        ErasureStatus.LOCKED),
+    "a version under a legal hold, after a purge erased the rest": (
+        dict(trail=[_vacuum(delete_marker_id="m1", version_id="a"), _then(AuditAction.PURGED, "p1", "v1", T0 + DAY)],
+             versions=Versions(True, (_locked("old", T0 - 2 * DAY, None, legal_hold=True),))), ErasureStatus.LOCKED),
     "gone with no run's record": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=T0 - 30 * DAY)], listed=False),
                                   ErasureStatus.GONE_UNRECORDED),
     "deletable, no run has reached it": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=T0 - 30 * DAY)]),
@@ -152,3 +170,46 @@ def test_a_file_a_purge_kept_names_the_rule_and_the_purge_that_erases_it_later_w
     assert "purge run p1 kept it at 2026-11-02T00:00:00+00:00, not erased: live again: s3://lake/orders" in answer.detail
     later = _decide(trail=[trashed, kept, _then(AuditAction.PURGED, "p2", "v1", T0 + 2 * DAY)])
     assert later.status == ErasureStatus.ERASED and later.run_id == "p2"
+
+
+def test_a_lock_says_when_erasure_becomes_possible_and_a_legal_hold_that_it_waits_for_someone():
+    marked = _vacuum(delete_marker_id="m1", version_id="a")
+    dated = _decide(trail=[marked], versions=Versions(True, (_locked("a", T0 - DAY, mode="COMPLIANCE"),)))
+    assert dated.when == "2026-12-01T00:00:00+00:00" and dated.run_id == "v1"
+    assert "version a locked until 2026-12-01T00:00:00+00:00 (compliance mode)" in dated.detail
+    assert "erasable from 2026-12-01T00:00:00+00:00" in dated.detail and "not erased" in dated.detail
+    held = _decide(trail=[marked], versions=Versions(True, (_locked("a", T0 - DAY, legal_hold=True),)))
+    assert held.when is None and "under a legal hold" in held.detail and "once the legal hold is lifted" in held.detail
+
+
+def test_a_lock_that_has_ended_keeps_nothing():
+    """Retention over by now: the file goes its usual way (here a version still listed: soft-deleted)."""
+    answer = _decide(trail=[_vacuum()], versions=Versions(True, (_locked("a", T0 - DAY, NOW - DAY),)))
+    assert answer.status == ErasureStatus.SOFT_DELETED
+
+
+def test_a_failed_purge_names_its_run_and_error_and_a_later_purge_that_erases_wins():
+    marked = _vacuum(delete_marker_id="m1", version_id="a")
+    refused = AuditEntry("p1", AuditAction.FAILED.value, T0 + DAY, source_run_id="v1",
+                         error="AccessDenied: version a locked until 2026-12-01T00:00:00+00:00 (governance mode)")
+    answer = _decide(trail=[marked, refused])
+    assert (answer.status, answer.run_id, answer.when) == (ErasureStatus.DELETE_FAILED, "p1", "2026-11-02T00:00:00+00:00")
+    assert "locked until 2026-12-01" in answer.detail
+    later = _decide(trail=[marked, refused, _then(AuditAction.PURGED, "p2", "v1", T0 + 2 * DAY)],
+                    versions=Versions(True, ()))
+    assert later.status == ErasureStatus.ERASED and later.run_id == "p2"
+
+
+@pytest.mark.parametrize("case", [case for case, (given, _) in CASES.items() if given.get("versions")])
+@pytest.mark.parametrize("lock", ["retention", "legal hold"])
+def test_no_file_reads_as_gone_while_a_lock_keeps_a_version_written_before_its_delete(case, lock):
+    """Every case that lists versions, each version then locked: a version the delete hid (written
+    before it) keeps the bytes, and nothing but ``locked`` (or ``restored``) may be said of the file."""
+    given = dict(CASES[case][0])
+    rows = tuple(r if r.is_delete_marker else _locked(r.version_id, r.modified_ms, *(
+        (NOW + DAY, "COMPLIANCE") if lock == "retention" else (None, None, True))) for r in given["versions"].rows)
+    given["versions"] = Versions(given["versions"].all_versions, rows)
+    answer = _decide(**given)
+    hidden = any(not r.is_delete_marker and r.modified_ms < T0 for r in rows)
+    assert answer.status not in GONE or not hidden, answer.detail
+    assert answer.status in (ErasureStatus.LOCKED, ErasureStatus.RESTORED) or not hidden, answer.detail

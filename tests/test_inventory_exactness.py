@@ -366,11 +366,14 @@ def test_every_format_reads_the_same_utc_instants_whatever_the_jvm_zone(tmp_path
     import os
     import subprocess
     import sys
+    from dataclasses import replace
     from pathlib import Path
 
-    objects = [*AWKWARD_OBJECTS, *ZONE_TRAPS]
+    # The Object Lock date is an instant too: each object locked until its own modification time.
+    objects = [replace(o, object_lock_retain_until_date=o.last_modified_ms, object_lock_mode="COMPLIANCE")
+               for o in (*AWKWARD_OBJECTS, *ZONE_TRAPS)]
     for fmt in ("Parquet", "ORC", "CSV"):
-        deliver(tmp_path / "dest", "src", objects=objects, fmt=fmt, config=fmt.lower())
+        deliver(tmp_path / "dest", "src", objects=objects, fmt=fmt, config=fmt.lower(), object_lock=True)
     deliver(tmp_path / "dest", "src", objects=[ORC_BLIND_HOUR], fmt="ORC", config="orc-blind-hour")
     env = {**os.environ, "TZ": zone, "PYSPARK_SUBMIT_ARGS": f"--driver-java-options -Duser.timezone={zone} pyspark-shell"}
     run = subprocess.run([sys.executable, "-m", "inventory_etl", "--inventory-table", str(tmp_path / "inv"),
@@ -383,6 +386,9 @@ def test_every_format_reads_the_same_utc_instants_whatever_the_jvm_zone(tmp_path
     for fmt in ("parquet", "orc", "csv"):
         got = {r["key"]: r["modificationTime"] for r in rows if r["config_id"] == fmt}
         assert got == expected, fmt
+        locked = {r["key"]: (int(r["object_lock_retain_until_date"].timestamp() * 1000), r["object_lock_mode"])
+                  for r in rows if r["config_id"] == fmt}
+        assert locked == {key: (ms, "COMPLIANCE") for key, ms in expected.items()}, fmt
     # Where ORC's reader cannot tell two UTC wall clocks apart, the later is taken: never older.
     [blind] = [r["modificationTime"] for r in rows if r["config_id"] == "orc-blind-hour"]
     shift = 3_600_000 if zone == "America/New_York" else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -323,6 +324,90 @@ def test_a_purge_erases_what_a_forced_vacuum_was_told_to_and_keeps_what_a_restor
 
     assert restore(spark, audit, run.run_id, dry_run=False, tables=[back], delete=delete).ok
     assert sorted(DeltaTable(back, storage_options=options).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
+
+
+def _with_locks(client, bucket: str) -> list:
+    """``_listing`` with the Object Lock fields an inventory configuration asking for them lists."""
+    listed = []
+    for o in _listing(client, bucket):
+        head = {} if o.is_delete_marker else client.head_object(Bucket=bucket, Key=o.key, VersionId=o.version_id)
+        until = head.get("ObjectLockRetainUntilDate")
+        listed.append(replace(o, object_lock_retain_until_date=until and int(until.timestamp() * 1000),
+                              object_lock_mode=head.get("ObjectLockMode"),
+                              object_lock_legal_hold_status=head.get("ObjectLockLegalHoldStatus")))
+    return listed
+
+
+@pytest.mark.s3a  # purge reads the table's log again through Spark's S3 connector
+def test_what_object_lock_keeps_is_never_called_erased_and_the_purge_erases_it_once_the_lock_ends(
+        spark, s3, s3_endpoint, tmp_path):
+    """A bucket with Object Lock: the vacuum's deletes add markers (allowed); the purge's deletes of the
+    versions are refused, one under governance-mode retention, one under a legal hold. The purge names
+    each lock and exits 1; the evidence says ``locked`` with the date erasure becomes possible and the
+    request's verdict is at risk. Governance is bypassed only with the flag; a lifted hold lets the
+    next purge erase the rest."""
+    client = s3
+    bucket = f"locked-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    table = f"s3://{bucket}/people"
+    for mode, ids in (("append", [1]), ("append", [2]), ("overwrite", [3])):
+        write_deltalake(table, pa.table({"id": ids}), mode=mode, storage_options=options)
+    removed = sorted(f"{table}/{n}" for n in DeltaTable(table, storage_options=options).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=True))
+    governed, held = (p.split("/", 3)[3] for p in removed)
+    until = (datetime.now(timezone.utc) + timedelta(days=30)).replace(microsecond=0)
+    version = {o.key: o.version_id for o in _listing(client, bucket)}
+    client.put_object_retention(Bucket=bucket, Key=governed, VersionId=version[governed],
+                                Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until})
+    client.put_object_legal_hold(Bucket=bucket, Key=held, VersionId=version[held], LegalHold={"Status": "ON"})
+    inventory, audit, now = str(tmp_path / "inventory"), str(tmp_path / "audit"), datetime.now(timezone.utc)
+
+    def inventory_taken(at: datetime) -> None:
+        manifest = write_delivery(str(tmp_path / "dest"), bucket, "all-versions", _with_locks(client, bucket), at,
+                                  versioned=True, object_lock=True)
+        assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+
+    def purge_cli(*flags: str) -> tuple[int, dict]:
+        report = tmp_path / f"purge-{uuid.uuid4().hex[:6]}.json"
+        code = main(["purge", "--audit-table", audit, "--older-than-days", "0", "--apply", "--report", str(report),
+                     "--s3-endpoint-url", s3_endpoint, *flags])
+        return code, json.loads(report.read_text())
+
+    inventory_taken(now - timedelta(hours=1))
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                 audit_table=audit, delete=DeleteSettings(endpoint_url=s3_endpoint))
+    assert run.tables[0].counts.deleted_files == 2, run.summary()
+
+    code, first = purge_cli()
+    assert code == 1 and first["tables"] == {table: {"failed": 2}}, first
+    day = until.strftime("%Y-%m-%dT%H:%M:%S")
+    why = dict(p.split(": ", 1) for p in first["problems"])
+    assert f"version {version[governed]} locked until {day}" in why[removed[0]] and "governance mode" in why[removed[0]]
+    assert f"version {version[held]} under a legal hold" in why[removed[1]]
+
+    inventory_taken(now + timedelta(days=1))  # after the purge: the versions, and their locks, still listed
+    answers = {a.path: a for a in ErasureEvidence(spark, ErasureOptions(audit, inventory, tables=[table]))
+               .execute(paths=removed).answers}
+    assert {a.status for a in answers.values()} == {"locked"}, answers
+    assert answers[removed[0]].when.startswith(day) and answers[removed[1]].when is None
+    document = erasure_request(spark, CommitQuestion(table, 2), "forget-me", audit, inventory, tables=[table])
+    assert document.verdict.status == "at_risk"
+    assert any(f"erasable from {day}" in r for r in document.verdict.reasons), document.verdict.reasons
+    assert any("legal hold is lifted" in r for r in document.verdict.reasons), document.verdict.reasons
+
+    code, bypassed = purge_cli("--bypass-governance-retention")  # governance goes; the legal hold stays
+    assert code == 1 and bypassed["tables"] == {table: {"failed": 1, "purged": 1}}, bypassed
+    client.put_object_legal_hold(Bucket=bucket, Key=held, VersionId=version[held], LegalHold={"Status": "OFF"})
+    code, last = purge_cli()
+    assert code == 0 and last["tables"] == {table: {"purged": 1}}, last
+    assert not client.list_object_versions(Bucket=bucket, Prefix=f"people/{removed[0].rsplit('/', 1)[1]}").get(
+        "Versions")
+    inventory_taken(now + timedelta(days=2))
+    statuses = {a.status for a in ErasureEvidence(spark, ErasureOptions(audit, inventory, tables=[table]))
+                .execute(paths=removed).answers}
+    assert statuses == {"erased"}
 
 
 def _files(root: Path) -> dict[str, bytes]:

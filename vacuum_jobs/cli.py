@@ -155,6 +155,11 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
         parser.add_argument("--inventory-table", metavar="TABLE", type=place("TABLE"),
                             help="before erasing, re-check what every Delta table this inventory shows needs "
                                  "(default: every table the audit names)")
+        parser.add_argument("--bypass-governance-retention", action="store_true",
+                            help="also erase versions S3 Object Lock keeps in governance mode (the role needs "
+                                 "s3:BypassGovernanceRetention); without it such versions are left, each reported "
+                                 "with the date its lock ends (exit 1). Compliance mode and legal holds are never "
+                                 "bypassed")
     parser.add_argument("--table", action="append", metavar="TABLE", type=place("TABLE"),
                         help="only this table; repeat for several")
     acting = parser.add_mutually_exclusive_group()
@@ -215,7 +220,8 @@ def undo_main(command: UndoCommand, argv: list[str]) -> int:
     if command == UndoCommand.PURGE and not args.older_than_days >= 0:
         parser.error("--older-than-days must be >= 0")
     options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
-                          delete=DeleteSettings(endpoint_url=args.s3_endpoint_url),
+                          delete=DeleteSettings(endpoint_url=args.s3_endpoint_url, bypass_governance_retention=getattr(
+                              args, "bypass_governance_retention", False)),
                           inventory_table=getattr(args, "inventory_table", None))
     spark = open_session(f"vacuum_jobs.{command}", parser, args)
     if why := check_report_destination(spark, args.report):

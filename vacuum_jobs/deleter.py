@@ -25,7 +25,10 @@ account's limits demand a cap on the whole run, ``keys_per_second`` sets one: th
 then cut evenly instead and each task keeps to its share, so the sum holds however many
 executors there are, with no coordination between them. Throttling, server errors, dropped
 connections and read timeouts are retried with backoff; ``DeleteObjects`` is idempotent, so a
-retry after a timeout whose request did land is harmless.
+retry after a timeout whose request did land is harmless. A key counts as deleted only where
+S3's answer lists it so: an error naming a key without its version refuses every version of it
+asked, and a key the answer names nowhere is asked again, then reported. A version S3 Object
+Lock keeps is refused by S3; its outcome names the lock, read from the version's headers.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pyspark.sql.types import StructType
 from lakeio import uris
 from lakeio.audit import AuditAction
 from lakeio.cli import LOG_FORMAT
+from lakeio.object_lock import GOVERNANCE, Lock
 from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
 from lakeio.text import first_line, storage_advice
@@ -59,8 +63,9 @@ EXECUTOR_SCHEMES = ("s3", "file")  # stores Python executors reach themselves
 # A boto3 S3 client: botocore builds its methods at run time, so it is untyped here.
 S3Client = Any
 THROTTLED_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException"})  # slow a table's pace (vacuum_jobs.pacing)
+UNCONFIRMED = "NotConfirmed"  # ours: a key S3's answer to a DeleteObjects names nowhere
 RETRYABLE_CODES = THROTTLED_CODES | {"InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed",
-                                     "OperationAborted"}
+                                     "OperationAborted", UNCONFIRMED}
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ class DeleteSettings:
     endpoint_url: str | None = None  # an S3-compatible endpoint; default: boto3's own resolution
     purge_versions: bool = False  # delete every listed version instead of adding a delete marker
     trash: str | None = None  # move files not on S3 into this folder instead of deleting them (see trash_path)
+    # delete versions S3 Object Lock keeps in governance mode (needs s3:BypassGovernanceRetention); never by default
+    bypass_governance_retention: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
@@ -385,8 +392,8 @@ class S3BatchDeleter:
             batch = entries[start:start + pace.batch(self.settings.batch_size)]
             start += len(batch)
             for _entry, target, error, marker in self._delete_batch(bucket, batch, pace):
-                if error:
-                    errors[target] = error
+                if error and error != errors.get(target):  # each version's own refusal, once
+                    errors[target] = f"{errors[target]}; {error}" if target in errors else error
                 if marker and not _final(marker, target, suspended):
                     markers[target] = marker
                 remaining[target] -= 1
@@ -405,7 +412,8 @@ class S3BatchDeleter:
             pace.wait(len(pending))
             try:
                 response = self.client.delete_objects(
-                    Bucket=bucket, Delete={"Objects": [entry for entry, _ in pending], "Quiet": False})
+                    Bucket=bucket, Delete={"Objects": [entry for entry, _ in pending], "Quiet": False},
+                    **({"BypassGovernanceRetention": True} if self.settings.bypass_governance_retention else {}))
             except Exception as exc:
                 code, status = _error_code(exc)
                 if code in THROTTLED_CODES or status == 503:
@@ -421,21 +429,43 @@ class S3BatchDeleter:
                 pace.slowed()
             else:
                 pace.answered()
+            deleted: dict[str, set[str | None]] = {}
+            for d in response.get("Deleted", []):
+                deleted.setdefault(d.get("Key"), set()).add(d.get("VersionId"))
             markers = {d.get("Key"): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", [])
                        if "VersionId" not in d}
             retry = []
             for entry, target in pending:
-                error = failed.get((entry["Key"], entry.get("VersionId")))
+                error = _answered(entry, failed, deleted)
                 if error is None:
                     yield entry, target, None, None if "VersionId" in entry else markers.get(entry["Key"])
                 elif error.get("Code") in RETRYABLE_CODES and attempt < self.settings.max_attempts:
                     retry.append((entry, target))
                 else:
-                    yield entry, target, _described(error.get("Code"), error.get("Message", "")), None
+                    yield entry, target, self._refusal(bucket, entry, error), None
             if not retry:
                 return
             pending = retry
             self._backoff(attempt)
+
+    def _refusal(self, bucket: str, entry: dict[str, Any], error: dict[str, str]) -> str:
+        """S3's refusal of one key, as the audit records it; where S3 Object Lock keeps the version, the
+        lock (its date and mode, or the legal hold), read from the version's own headers."""
+        described = _described(error.get("Code"), error.get("Message", ""))
+        if error.get("Code") != "AccessDenied" or "VersionId" not in entry:
+            return described
+        try:
+            lock = Lock.of_head(entry["VersionId"], self.client.head_object(Bucket=bucket, Key=entry["Key"],
+                                                                            VersionId=entry["VersionId"]))
+        except Exception:  # noqa: BLE001 - S3's own words then stand alone
+            return described
+        now_ms = epoch_ms()
+        if lock is None or not lock.holds_at(now_ms):
+            return described
+        bypass = ("; governance mode: purge --bypass-governance-retention deletes it (with "
+                  "s3:BypassGovernanceRetention)" if lock.mode == GOVERNANCE and not lock.legal_hold
+                  and not self.settings.bypass_governance_retention else "")
+        return f"AccessDenied: {lock.describe(now_ms)}: S3 Object Lock refuses its delete{bypass}"
 
     def _suspended(self, bucket: str) -> bool:
         """Whether the bucket says its versioning is suspended (unknown, as when we may not ask: no)."""
@@ -450,6 +480,20 @@ class S3BatchDeleter:
     def _backoff(self, attempt: int) -> None:
         delay = self.settings.base_backoff_seconds * (2 ** (attempt - 1))
         self.sleep(delay * (0.5 + random.random()))
+
+
+def _answered(entry: dict[str, Any], failed: dict[tuple[str, str | None], dict[str, str]],
+              deleted: dict[str, set[str | None]]) -> dict[str, str] | None:
+    """S3's error for one entry of a ``DeleteObjects``, or None where its answer lists it deleted
+    (``deleted``: the versions listed per key; None where the answer names no version). An error
+    naming the key without a version refuses each of its versions asked (moto, some S3-compatible
+    stores answer so); an entry the answer names nowhere is not taken as deleted, and is asked again."""
+    key, version = entry["Key"], entry.get("VersionId")
+    error = failed.get((key, version)) or failed.get((key, None))
+    listed = deleted.get(key, set())
+    if error is not None or (listed and (version is None or version in listed or None in listed)):
+        return error
+    return {"Code": UNCONFIRMED, "Message": "the answer lists it neither deleted nor failed"}
 
 
 def _final(marker: str, target: Target, suspended: bool) -> bool:

@@ -17,7 +17,12 @@ while it still looks as the run left it, checked against the key's version listi
   purging never removes a current object. It erases that version and every other noncurrent
   version of the key older than the run's delete marker (a retried upload, an in-place copy:
   the same rows under the same name); a version written after the marker is left. A version
-  already gone (a lifecycle rule expired it) is ``already_absent``.
+  already gone (a lifecycle rule expired it) is ``already_absent``. A version S3 Object Lock
+  keeps (a retention date, a legal hold) S3 refuses to delete: the file is ``failed``, its
+  error naming the lock (``version V locked until <date> (<mode> mode)``, ``under a legal
+  hold``), and every later purge tries again what is left of it, so the first one after the
+  date erases it. Governance-mode retention is bypassed only when asked
+  (``DeleteSettings.bypass_governance_retention``, ``--bypass-governance-retention``).
 
 A check and its delete are two requests: a writer racing between them can at worst see its
 own new version stay current (restore) or a hand restore of that instant undone (purge).
@@ -196,7 +201,8 @@ def purge(
         tables: only these tables' files; default: every table of the audit.
         inventory_table: also re-check every Delta table this inventory shows (a file one of them
             needs again is left alone); default: the audited tables only.
-        delete: the S3 client's endpoint, pace and retries; default: :class:`DeleteSettings`.
+        delete: the S3 client's endpoint, pace and retries; default: :class:`DeleteSettings`. Its
+            ``bypass_governance_retention`` erases versions under governance-mode Object Lock too.
         now_ms: the run's clock, epoch milliseconds (tests); default: now.
 
     Returns:
@@ -507,17 +513,17 @@ def _check_purge(row: Row, client: Any) -> Verdict:
                                         "version id): expire it with a lifecycle rule")
     listed = key_versions(client, row["path"])
     versions = {v["VersionId"]: v for v in listed}
-    if hidden not in versions:
-        return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
-                                            "or deleted by another tool)")
-    if versions[hidden]["IsLatest"]:
+    if hidden in versions and versions[hidden]["IsLatest"]:
         return (AuditAction.NOT_PURGED, f"version {hidden} is current again (restored outside this tool): "
                                         "not erased")
     marker = versions.get(row["delete_marker_id"] or "")
-    until = (marker or versions[hidden])["LastModified"]
-    older = sorted(v["VersionId"] for v in listed
-                   if not v["marker"] and not v["IsLatest"] and v["LastModified"] <= until and v["VersionId"] != hidden)
-    return [hidden, *older]
+    until = (marker or versions.get(hidden) or {}).get("LastModified")
+    older = sorted(v["VersionId"] for v in listed if until is not None and not v["marker"] and not v["IsLatest"]
+                   and v["LastModified"] <= until and v["VersionId"] != hidden)
+    if hidden not in versions and not older:  # a purge that S3 refused in part erases the rest next time
+        return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
+                                            "or deleted by another tool)")
+    return [v for v in (hidden, *older) if v in versions]
 
 
 def _listing_client(settings: DeleteSettings) -> Any:
