@@ -28,12 +28,27 @@ def first_line(exc: BaseException, limit: int = LONGEST) -> str:
     if not lines:
         return type(exc).__name__
     causes = [ln[len("Caused by: "):] for ln in lines if ln.startswith("Caused by: ")]
+    if raised := _raised(str(exc)):  # a Python worker's error: its own line, not PySpark's words around it
+        lines[0] = raised
     lines[0] = _TASK_FAILURE.sub("", lines[0])
     text = lines[0] if not causes or causes[-1] in lines[0] else f"{lines[0]} (cause: {causes[-1]})"
     advice = storage_advice(str(exc))
     if advice is None:
         return shorten_end(text, limit)
     return f"{advice} [{shorten_end(text, max(limit - len(advice) - 3, 60))}]"  # the advice is never cut
+
+
+def _raised(text: str) -> str | None:
+    """The exception line a Python traceback in ``text`` ends with (its last one's): the first line
+    not indented after its last indented one (Python indents the frames and their code with spaces)."""
+    lines = text.splitlines()
+    start = max((i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln), default=None)
+    if start is None:
+        return None
+    after = lines[start + 1:]
+    frames_end = max((i for i, ln in enumerate(after) if ln.startswith(" ")), default=-1)  # a JVM's are "\tat"
+    raised = [ln.strip() for ln in after[frames_end + 1:] if ln.strip()]
+    return _plain(raised[0]) if raised else None
 
 
 def _plain(line: str) -> str:

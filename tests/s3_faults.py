@@ -64,20 +64,22 @@ SERVERS: set[int] = set()  # the process ids of the moto servers running (tests.
 
 
 @contextmanager
-def moto_server(authenticated_after: int | None = None) -> Iterator[str]:
+def moto_server(authenticated_after: int | None = None, module: str = "moto.server",
+                env: dict[str, str] | None = None) -> Iterator[str]:
     """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own; its URL.
     ``authenticated_after``: from that many requests on, every request must be signed by an access key
     moto's IAM holds (moto's ``INITIAL_NO_AUTH_ACTION_COUNT``); default: any credentials pass.
+    ``module``: the server to run (``tests.iam_s3`` patches moto's first), with ``env`` added.
 
     Not a thread of this process: deltalake's calls into Rust hold the GIL, so a server thread
     beside them cannot answer and every S3 request of theirs times out."""
     with tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log") as log:
         # Port 0: the server binds a free port itself, and says which on its log (no window in which
         # another process could take a port we chose).
-        env = dict(os.environ, **({} if authenticated_after is None else
-                                  {"INITIAL_NO_AUTH_ACTION_COUNT": str(authenticated_after)}))
-        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
-                                  stdout=subprocess.DEVNULL, stderr=log, env=env)
+        env = dict(os.environ, **(env or {}), **({} if authenticated_after is None else
+                                               {"INITIAL_NO_AUTH_ACTION_COUNT": str(authenticated_after)}))
+        server = subprocess.Popen([sys.executable, "-m", module, "-H", "127.0.0.1", "-p", "0"],
+                                  stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=Path(__file__).resolve().parents[1])
         try:
             for _ in range(300):
                 bound = re.search(r"Running on (http://127\.0\.0\.1:\d+)", Path(log.name).read_text(errors="replace"))

@@ -103,6 +103,21 @@ def test_a_failed_tasks_error_is_its_own_reason_whole_without_spark_s_wrapping()
                                    f"(cause: EOFException: Unexpected end of input in {path})")
 
 
+def test_a_python_workers_error_is_its_own_last_line_not_pysparks_wrapping():
+    """What S3 refused an executor's boto3 call, named whole (the action and the resource), not
+    "An exception was thrown from the Python worker"."""
+    refused = ('botocore.errorfactory.AccessDenied: An error occurred (AccessDenied) when calling the ListObjectVersions '
+               'operation: User: arn:aws:iam::123456789012:user/vacuum is not authorized to perform: '
+               's3:ListBucketVersions on resource: "arn:aws:s3:::lake-a"')
+    wrapped = RuntimeError("\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+                           "Traceback (most recent call last):\n  File \"/w/interrupted.py\", line 152, in _looked_at\n"
+                           "    versions = key_versions(client, path)\n"
+                           f"{refused}\n")
+    line = first_line(wrapped)
+    assert "\n" not in line and "An error occurred (AccessDenied) when calling the ListObjectVersions" in line
+    assert 's3:ListBucketVersions on resource: "arn:aws:s3:::lake-a"' in line, line
+
+
 _DENYING_SERVER = """
 import http.server, sys
 class Deny(http.server.BaseHTTPRequestHandler):

@@ -201,8 +201,10 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
+        """Nothing to act on: no table refused or failed, no commit of a table's history missing (Delta's
+        VACUUM fails where it cannot commit one), every row in the audit."""
         return not self.refused and not self.references_unknown and not self.audit_problems and not any(
-            t.status in (TableStatus.REFUSED, TableStatus.FAILED) for t in self.tables)
+            t.status in (TableStatus.REFUSED, TableStatus.FAILED) or t.history_incomplete for t in self.tables)
 
     def totals(self) -> dict[str, int]:
         """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table

@@ -1,0 +1,166 @@
+"""moto's S3 server deciding every request by one IAM user's policies, as AWS decides a role's.
+
+moto evaluates IAM policies (``moto.iam.access_control``), but only for the access key that signed
+a request, and a Spark session's Python workers and S3 connector keep the credentials they
+started with. Here the harness names who is calling instead (:meth:`IamS3.acting`: a file the
+server reads at each request) and moto's own evaluation of that user's policies decides; with
+nobody named, every request passes, for the test's own set-up and checks. Where moto's simulation
+falls short of AWS's documented rules, this server follows AWS:
+
+- a ``DeleteObjects`` is authorized key by key (``s3:DeleteObject``, or ``s3:DeleteObjectVersion``
+  for a key asked with a version), never as one request on the bucket; a refused key is an
+  ``AccessDenied`` entry of the answer, the rest are deleted;
+- a refusal names the user, the action and the resource, as AWS's ``AccessDenied`` messages do
+  for requests within an account.
+
+moto evaluates no ``StringLike`` condition, so a ``ListBucket`` statement's ``s3:prefix``
+scoping is not enforced here (``tests/test_iam_policies.py`` checks the documents themselves).
+
+Run as ``python -m tests.iam_s3 -H 127.0.0.1 -p 0`` (moto's server's own arguments), with
+``LAKE_IAM_ACTING`` naming the file; :func:`iam_s3` does that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ACTING = "LAKE_IAM_ACTING"  # the environment variable naming the file that names the calling user
+ACCOUNT = "123456789012"  # moto's default account
+
+
+def _acting() -> str | None:
+    path = os.environ.get(ACTING)
+    try:
+        return Path(path).read_text().strip() or None if path else None
+    except FileNotFoundError:
+        return None
+
+
+def _decision(user: str, action: str, resource: str) -> bool:
+    """moto's evaluation of ``user``'s policies (inline, attached, its groups'): an explicit deny wins,
+    else some statement must allow."""
+    from moto.iam.access_control import IAMPolicy, IAMUserAccessKey, PermissionResult
+
+    caller = IAMUserAccessKey.__new__(IAMUserAccessKey)  # its policies without an access key of its own
+    caller.account_id, caller.partition, caller._owner_user_name = ACCOUNT, "aws", user
+    results = [IAMPolicy(p).is_action_permitted(action, resource) for p in caller.collect_policies()]
+    return PermissionResult.PERMITTED in results and PermissionResult.DENIED not in results
+
+
+def _denied(user: str, action: str, resource: str) -> Exception:
+    from moto.s3.exceptions import S3AccessDeniedError, S3ClientError
+
+    error = S3AccessDeniedError()
+    S3ClientError.__init__(error, "AccessDenied", f"User: arn:aws:iam::{ACCOUNT}:user/{user} is not authorized to "
+                           f"perform: {action} on resource: \"{resource}\" because no identity-based policy allows "
+                           f"the {action} action")
+    return error
+
+
+def _patch() -> None:
+    """Authorize every S3 request as the acting user (see the module's docstring)."""
+    import xmltodict
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.iam.access_control import S3IAMRequest
+    from moto.s3.responses import S3Response
+
+    authorize = ActionAuthenticatorMixin._authenticate_and_authorize_action
+
+    def as_acting(self: Any, iam_request_cls: type, resource: str = "*") -> None:
+        user = _acting()
+        if user is None or iam_request_cls is not S3IAMRequest:
+            return authorize(self, iam_request_cls, resource)  # moto's own: with no auth configured, a pass
+        action = f"s3:{self._get_action()}"
+        if action == "s3:DeleteObject" and "/" not in resource.split(":::", 1)[1]:
+            return None  # a DeleteObjects: decided key by key, below
+        if not _decision(user, action, resource):
+            raise _denied(user, action, resource)
+        return None
+
+    delete_keys = S3Response._bucket_response_delete_keys
+
+    def key_by_key(self: Any, bucket_name: str, authenticated: bool = True) -> Any:
+        user = _acting()
+        if user is None:
+            return delete_keys(self, bucket_name, authenticated)
+        request = xmltodict.parse(self.body, strip_whitespace=False)
+        objects = request["Delete"].get("Object", [])
+        objects = objects if isinstance(objects, list) else [objects]
+        refused = []
+        for entry in objects:
+            action = "s3:DeleteObjectVersion" if entry.get("VersionId") else "s3:DeleteObject"
+            resource = f"arn:aws:s3:::{bucket_name}/{entry['Key']}"
+            if not _decision(user, action, resource):
+                refused.append((entry, _denied(user, action, resource)))
+        allowed = [e for e in objects if all(e is not r for r, _ in refused)]
+        if allowed:
+            request["Delete"]["Object"] = allowed
+            self.body = xmltodict.unparse(request)
+            status, headers, body = delete_keys(self, bucket_name, authenticated)
+        else:
+            status, headers = 200, {"Content-Type": "application/xml"}
+            body = '<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>'
+        errors = "".join(
+            f"<Error><Key>{_xml(e['Key'])}</Key>" + (f"<VersionId>{_xml(e['VersionId'])}</VersionId>" if e.get("VersionId")
+                                                    else "")
+            + f"<Code>AccessDenied</Code><Message>{_xml(error.message)}</Message></Error>" for e, error in refused)
+        text = body.decode() if isinstance(body, bytes) else body
+        return status, headers, re.sub(r"(</DeleteResult>)\s*$", lambda m: errors + m.group(1), text)
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_action = as_acting  # type: ignore[method-assign]
+    S3Response._bucket_response_delete_keys = key_by_key  # type: ignore[method-assign]
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+class IamS3:
+    """The server's endpoint, its IAM users, and who is calling."""
+
+    def __init__(self, endpoint: str, acting_file: Path):
+        import boto3
+
+        self.endpoint = endpoint
+        self._acting_file = acting_file
+        self.iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1")
+
+    def user(self, name: str, policy: dict[str, Any]) -> str:
+        """A new IAM user holding ``policy`` (inline) alone; its name."""
+        self.iam.create_user(UserName=name)
+        self.iam.put_user_policy(UserName=name, PolicyName="job", PolicyDocument=json.dumps(policy))
+        return name
+
+    @contextmanager
+    def acting(self, user: str) -> Iterator[None]:
+        """Every request within is decided by ``user``'s policies."""
+        self._acting_file.write_text(user)
+        try:
+            yield
+        finally:
+            self._acting_file.write_text("")
+
+
+@contextmanager
+def iam_s3(tmp_dir: Path) -> Iterator[IamS3]:
+    """This server in a process of its own (tests.s3_faults.moto_server), nobody acting yet."""
+    from tests.s3_faults import moto_server
+
+    acting = tmp_dir / f"acting-{uuid.uuid4().hex[:8]}"
+    acting.write_text("")
+    with moto_server(module="tests.iam_s3", env={ACTING: str(acting)}) as endpoint:
+        yield IamS3(endpoint, acting)
+
+
+if __name__ == "__main__":
+    from moto.server import main
+
+    _patch()
+    main()

@@ -1,0 +1,319 @@
+"""Each job's shipped IAM policy (infra.iam_policies), enforced: the job runs as a user holding that
+policy alone, on moto's S3 API deciding every request by it (tests.iam_s3).
+
+With the whole policy the job does its work. Without any one of its statements it fails (or fails
+the table the statement concerns) in one line naming what S3 refused, and deletes nothing it did
+not plan. The vacuum's role cannot delete outside the tables' prefixes, nor under a ``_delta_log/``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from deltalake import DeltaTable, write_deltalake
+
+import infra
+from infra.iam_policies import Place, Role, Scope, cloudformation, policy
+from inventory_etl.cli import main as ingest_main
+from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import write_delivery
+from lake_reports.cli import main as reports_main
+from lakeio.audit import read_audit
+from tests.iam_s3 import iam_s3
+from tests.s3_faults import s3a_settings
+from tests.test_erasure_versions import _listing
+from vacuum_jobs.cli import main as vacuum_main
+from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target
+from vacuum_jobs.interrupted import note_intent, run_ended
+
+SCOPES = {
+    "one bucket of tables": Scope((Place.of("s3://lake-a/warehouse/"),), Place.of("s3://ops/housekeeping/inventory"),
+                                  Place.of("s3://ops/housekeeping/vacuum_audit"), Place.of("s3://ops/housekeeping/reports"),
+                                  Place.of("s3://inventory-destination/inventory")),
+    "tables in two buckets, no history, no deletes, governance bypassed": Scope(
+        (Place.of("s3a://lake-a/warehouse"), Place.of("s3://lake-b/gold/tables/")), Place.of("s3://ops/inv"),
+        Place.of("s3://ops/audit"), None, Place.of("s3://dest/inventory"), history=False, deletes=False,
+        bypass_governance=True),
+}
+
+
+def _actions(statement: dict) -> list[str]:
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+
+
+def _resources(statement: dict) -> list[str]:
+    return [statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"]
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+@pytest.mark.parametrize("role", list(Role))
+def test_no_statement_grants_a_wildcard_action_a_whole_bucket_or_an_unscoped_listing(role, scope):
+    statements = policy(role, SCOPES[scope])["Statement"]
+    assert len({s["Sid"] for s in statements}) == len(statements) and all(s["Sid"].isalnum() for s in statements)
+    for s in statements:
+        assert all(a.startswith("s3:") and "*" not in a for a in _actions(s)), s
+        for resource in _resources(s):
+            bucket, _, key = resource.removeprefix("arn:aws:s3:::").partition("/")
+            assert resource.startswith("arn:aws:s3:::") and "*" not in bucket and not key.startswith("*"), s
+        if set(_actions(s)) & {"s3:ListBucket", "s3:ListBucketVersions"}:
+            assert s["Condition"]["StringLike"]["s3:prefix"] and _actions(s) in (["s3:ListBucket"],
+                                                                                ["s3:ListBucketVersions"]), s
+    allowed = {a for s in statements if s["Effect"] == "Allow" for a in _actions(s)}
+    logs = [r for s in statements if s["Effect"] == "Allow" and "s3:PutObject" in _actions(s) for r in _resources(s)
+            if "_delta_log" in r]
+    if role in (Role.VACUUM, Role.UNDO):
+        assert {"Effect": "Deny", "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion"]}.items() <= \
+            statements[-1].items()  # whatever else is granted: never a delete in a table's log
+    under_tables = {a for s in statements if s["Effect"] == "Allow" for a in _actions(s) if a.startswith("s3:Delete")
+                    and any(r.startswith(t.objects("")) for t in SCOPES[scope].tables for r in _resources(s))}
+    assert under_tables == ({"s3:DeleteObject"} if role is Role.VACUUM and SCOPES[scope].deletes else
+                            {"s3:DeleteObjectVersion"} if role is Role.UNDO else set()), under_tables
+    assert bool(logs) == (role is Role.VACUUM and SCOPES[scope].history), logs
+    assert ("s3:BypassGovernanceRetention" in allowed) == (role is Role.UNDO and SCOPES[scope].bypass_governance)
+
+
+def test_the_cloudformation_template_is_the_commands_and_resolves_to_its_policies():
+    from tests.test_infra import _resolve
+
+    template = (Path(infra.__file__).parent / "cloudformation" / "job-policies.yaml").read_text()
+    assert template == cloudformation(), "python -m infra.iam_policies cloudformation > infra/cloudformation/job-policies.yaml"
+    values = {"TablesBucketName": "lake-a", "TablesPrefix": "warehouse", "HousekeepingBucketName": "ops",
+              "InventoryTablePrefix": "housekeeping/inventory", "AuditTablePrefix": "housekeeping/vacuum_audit",
+              "ReportsPrefix": "housekeeping/reports", "InventoryDestinationBucketName": "inventory-destination",
+              "InventoryDestinationPrefix": "inventory"}
+    resources = yaml.safe_load(template)["Resources"]
+    for role in Role:
+        resolved = _resolve(resources[f"{role.value.capitalize()}Policy"]["Properties"]["PolicyDocument"], values)
+        assert _unordered(resolved) == _unordered(policy(role, SCOPES["one bucket of tables"])), role
+
+
+def _unordered(node):
+    """A policy with its lists of names as sets (resources, prefixes: their order means nothing)."""
+    if isinstance(node, dict):
+        return {k: _unordered(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return sorted(node) if all(isinstance(v, str) for v in node) else [_unordered(v) for v in node]
+    return node
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with iam_s3(tmp_path_factory.mktemp("iam")) as running:
+        yield running
+
+
+class Lake:
+    """A lake bucket with tables under ``warehouse/``, an ops bucket with the inventory and audit tables,
+    and another bucket nobody's policy names; every one new, on the server."""
+
+    def __init__(self, spark, server, tmp_path, monkeypatch):
+        self.server, self.spark, self.tmp_path = server, spark, tmp_path
+        self.client = S3BatchDeleter.make_client(server.endpoint)
+        tag = uuid.uuid4().hex[:10]
+        self.lake, self.ops, self.other, self.deliveries = f"lake-{tag}", f"ops-{tag}", f"other-{tag}", f"dest-{tag}"
+        for bucket in (self.lake, self.ops, self.other, self.deliveries):
+            self.client.create_bucket(Bucket=bucket)
+        self.client.put_bucket_versioning(Bucket=self.lake, VersioningConfiguration={"Status": "Enabled"})
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for bucket in (self.lake, self.ops, self.other, self.deliveries):  # this server for these buckets
+            for key, value in s3a_settings(server.endpoint).items():
+                if key.startswith("fs.s3a."):
+                    conf.set(key.replace("fs.s3a.", f"fs.s3a.bucket.{bucket}.", 1), value)
+        conf.set("fs.s3a.endpoint", server.endpoint)  # and for what reads the cluster's endpoint alone (pyarrow)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)  # deltalake's commits
+        self.options = {"AWS_ENDPOINT_URL": server.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                        "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+        self.inventory = f"s3://{self.ops}/housekeeping/inventory"
+        self.audit = f"s3://{self.ops}/housekeeping/vacuum_audit"
+        self.reports = f"s3://{self.ops}/housekeeping/reports"
+        self.scope = Scope((Place.of(f"s3://{self.lake}/warehouse/"),), Place.of(self.inventory), Place.of(self.audit),
+                           Place.of(self.reports), Place.of(f"s3://{self.deliveries}/inventory"))
+
+    def table(self, name: str) -> tuple[str, list[str]]:
+        """A table whose third commit (an overwrite) removed the files of the first two; those files."""
+        root = f"s3://{self.lake}/warehouse/{name}"
+        for mode, ids in (("append", [1]), ("append", [2]), ("overwrite", [3])):
+            write_deltalake(root, pa.table({"id": ids}), mode=mode, storage_options=self.options)
+        removed = sorted(f"{root}/{n}" for n in DeltaTable(root, storage_options=self.options).vacuum(
+            retention_hours=0, enforce_retention_duration=False, dry_run=True))
+        return root, removed
+
+    def inventory_taken(self) -> None:
+        when = datetime.now(timezone.utc) - timedelta(hours=1)
+        manifest = write_delivery(str(self.tmp_path / "dest"), self.lake, "daily", _listing(self.client, self.lake), when,
+                                  versioned=True)
+        assert not IngestInventory(self.spark, self.inventory, {}).execute([manifest]).refused
+
+    def delivered(self) -> None:
+        """An S3 Inventory delivery of the lake bucket in the deliveries bucket, laid out as S3 delivers it."""
+        local = self.tmp_path / f"delivery-{uuid.uuid4().hex[:6]}"
+        write_delivery(str(local), self.lake, "daily", _listing(self.client, self.lake),
+                       datetime.now(timezone.utc) - timedelta(hours=1), versioned=True,
+                       destination_bucket=self.deliveries)
+        for path in local.rglob("*"):
+            if path.is_file():
+                self.client.upload_file(str(path), self.deliveries, f"inventory/{path.relative_to(local)}")
+
+    def as_user(self, role: Role, command, argv: list[str], capsys) -> tuple[int, str]:
+        """``command`` (a job's main) run as a user holding ``role``'s policy alone: its exit status and stderr."""
+        user = self.server.user(f"{role}-{uuid.uuid4().hex[:6]}", policy(role, self.scope))
+        capsys.readouterr()
+        with self.server.acting(user):
+            code = command(argv)
+        return code, capsys.readouterr().err
+
+    def killed_run(self, root: str, files: list[str]) -> str:
+        """A vacuum run that noted ``files`` of table ``root``, deleted them and died before its audit
+        append: the next run reads its deletes back from the keys' versions. Its id."""
+        run_id = f"killed-{uuid.uuid4().hex[:8]}"
+        targets = self.spark.createDataFrame([(root, path, 1, 0, None) for path in files],
+                                             "table_root string, path string, length long, modificationTime long, "
+                                             "version_id string")
+        note_intent(self.spark, self.audit, run_id, targets, None, None)
+        for path in files:
+            self.client.delete_object(Bucket=self.lake, Key=path.split("/", 3)[3])
+        run_ended(run_id)
+        return run_id
+
+    def keys(self, bucket: str) -> set[str]:
+        return {o.key for o in _listing(self.client, bucket) if o.is_latest and not o.is_delete_marker}
+
+    def vacuum(self, user: str, tables: list[str], capsys) -> tuple[int, dict, str]:
+        """The vacuum's command line as ``user``: its exit status, its report, what it printed to stderr."""
+        report = f"{self.reports}/{uuid.uuid4().hex[:8]}.json"
+        capsys.readouterr()
+        with self.server.acting(user):
+            code = vacuum_main(["--inventory-table", self.inventory, *[a for t in tables for a in ("--table", t)],
+                                "--audit-table", self.audit, "--retention-hours", "0", "--force-retention", "--apply",
+                                "--history", "--report", report, "--s3-endpoint-url", self.server.endpoint])
+        printed = capsys.readouterr().err
+        bucket, key = report.removeprefix("s3://").split("/", 1)
+        try:
+            written = json.loads(self.client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except self.client.exceptions.NoSuchKey:
+            written = {}
+        return code, written, printed
+
+
+@pytest.fixture
+def lake(spark, s3, s3_endpoint, server, tmp_path, monkeypatch):
+    yield Lake(spark, server, tmp_path, monkeypatch)
+    spark.sparkContext._jsc.hadoopConfiguration().set("fs.s3a.endpoint", s3_endpoint)
+
+
+def _killed_and_planned(lake) -> tuple[str, list[str], str, list[str]]:
+    """Table ``orders`` with two files to delete, and a killed run's deletes in table ``killed`` for the
+    next run to read back: ``orders``' root and files, the killed run's id and files."""
+    root, removed = lake.table("orders")
+    killed_root, killed_files = lake.table("killed")
+    lake.inventory_taken()
+    return root, removed, lake.killed_run(killed_root, killed_files), killed_files
+
+
+@pytest.mark.slow
+@pytest.mark.s3a
+def test_the_vacuum_role_settles_a_killed_run_vacuums_and_writes_its_history_audit_and_report(spark, lake, capsys):
+    root, removed, killed, killed_files = _killed_and_planned(lake)
+    user = lake.server.user(f"vacuum-{uuid.uuid4().hex[:6]}", policy(Role.VACUUM, lake.scope))
+    before = lake.keys(lake.lake)
+
+    code, report, printed = lake.vacuum(user, [root], capsys)
+
+    assert code == 0, printed
+    assert report["tables"][0]["counts"]["deleted_files"] == len(removed), report
+    assert before - lake.keys(lake.lake) == {p.split("/", 3)[3] for p in removed}
+    operations = [c["operation"] for c in DeltaTable(root, storage_options=lake.options).history()]
+    assert operations[:2] == ["VACUUM END", "VACUUM START"]
+    settled = read_audit(spark, lake.audit).where(f"run_id = '{killed}' and path is not null").collect()
+    assert sorted((r["path"], r["action"]) for r in settled) == [(p, "deleted") for p in killed_files]
+
+
+@pytest.mark.slow
+@pytest.mark.s3a
+def test_a_day_of_housekeeping_with_each_job_as_its_own_role(spark, lake, capsys):
+    """Ingestion, vacuum, restore, vacuum again, purge, the erasure evidence: each as a user holding its
+    own policy alone, on a versioned lake bucket."""
+    root, removed = lake.table("orders")
+    lake.delivered()
+    code, printed = lake.as_user(Role.INGESTION, ingest_main, [
+        "--inventory-table", lake.inventory, "--inventory-root", f"s3://{lake.deliveries}/inventory",
+        "--report", f"{lake.reports}/ingestion.json"], capsys)
+    assert code == 0, printed
+    vacuum_user = lake.server.user(f"vacuum-{uuid.uuid4().hex[:6]}", policy(Role.VACUUM, lake.scope))
+    code, report, printed = lake.vacuum(vacuum_user, [root], capsys)
+    assert code == 0 and report["tables"][0]["counts"]["deleted_files"] == 2, printed
+    undo = ["--audit-table", lake.audit, "--apply", "--s3-endpoint-url", lake.server.endpoint]
+
+    code, printed = lake.as_user(Role.UNDO, vacuum_main, ["restore", "--run-id", report["run_id"], *undo], capsys)
+    assert code == 0 and {p.split("/", 3)[3] for p in removed} <= lake.keys(lake.lake), printed
+    code, report, printed = lake.vacuum(vacuum_user, [root], capsys)
+    assert code == 0, printed
+    code, printed = lake.as_user(Role.UNDO, vacuum_main, ["purge", "--older-than-days", "0",
+                                                          "--report", f"{lake.reports}/purge.json", *undo], capsys)
+    assert code == 0, printed
+    left = {o.key for o in _listing(lake.client, lake.lake) if not o.is_delete_marker}
+    assert not left & {p.split("/", 3)[3] for p in removed}  # every version of the deleted files erased
+
+    code, printed = lake.as_user(Role.REPORTS, reports_main, [
+        "erasure", "--audit-table", lake.audit, "--inventory-table", lake.inventory, *[a for p in removed for a in (
+            "--path", p)], "--report", f"{lake.reports}/erasure.json"], capsys)
+    assert code in (0, 1) and "access denied" not in printed.lower(), printed  # 1: a table over the deadline
+    erasure = json.loads(lake.client.get_object(Bucket=lake.ops, Key="housekeeping/reports/erasure.json")["Body"].read())
+    assert {a["status"] for a in erasure["answers"]} == {"erasure_unconfirmed"}, erasure["answers"]
+
+
+VACUUM_SIDS = [s["Sid"] for s in policy(Role.VACUUM, Scope((Place.of("s3://l/w/"),), Place.of("s3://o/h/i"),
+                                                           Place.of("s3://o/h/a"), Place.of("s3://o/h/r")))["Statement"]
+               if s["Effect"] == "Allow"]
+
+
+@pytest.mark.slow
+@pytest.mark.s3a
+@pytest.mark.parametrize("sid", VACUUM_SIDS)
+def test_without_any_one_statement_the_vacuum_fails_in_a_line_naming_it_and_deletes_nothing_unplanned(lake, capsys, sid):
+    root, removed, _, _ = _killed_and_planned(lake)
+    document = policy(Role.VACUUM, lake.scope)
+    [taken] = [s for s in document["Statement"] if s["Sid"] == sid]
+    document["Statement"].remove(taken)
+    user = lake.server.user(f"vacuum-{uuid.uuid4().hex[:6]}", document)
+    before = lake.keys(lake.lake)
+
+    code, report, printed = lake.vacuum(user, [root], capsys)
+
+    assert code == 1, (printed, report)
+    assert before - lake.keys(lake.lake) <= {p.split("/", 3)[3] for p in removed}  # nothing it did not plan
+    lines = [*printed.splitlines(), *report.get("audit_problems", []),
+             *(m for t in report.get("tables", []) for m in (t["reason"], t["history"], *t["errors"]) if m)]
+    actions = [taken["Action"]] if isinstance(taken["Action"], str) else taken["Action"]
+    resources = [taken["Resource"]] if isinstance(taken["Resource"], str) else taken["Resource"]
+    where = [r.removeprefix("arn:aws:s3:::").split("*")[0] for r in resources]
+    named = [line for line in lines if any(a in line for a in actions) and any(w in line for w in where)]
+    assert named, (sid, actions, where, [line for line in lines if " INFO " not in line])
+
+
+@pytest.mark.slow
+@pytest.mark.s3a
+def test_the_vacuum_role_deletes_nothing_outside_the_tables_prefixes_nor_a_log(lake):
+    """Asked directly, as a log naming ``../`` paths or another bucket would have it asked: S3 refuses."""
+    lake.table("orders")
+    outside = {(lake.other, "warehouse/orders/part-0.parquet"), (lake.lake, "elsewhere/part-0.parquet"),
+               (lake.lake, "warehouse/orders/_delta_log/00000000000000000000.json")}
+    for bucket, key in outside:
+        if bucket == lake.other or key.startswith("elsewhere"):
+            lake.client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    user = lake.server.user(f"vacuum-{uuid.uuid4().hex[:6]}", policy(Role.VACUUM, lake.scope))
+    targets = [Target(f"s3://{lake.lake}/warehouse/orders", f"s3://{bucket}/{key}", 1, 0) for bucket, key in outside]
+    with lake.server.acting(user):
+        outcomes = list(S3BatchDeleter(DeleteSettings(endpoint_url=lake.server.endpoint)).delete(targets))
+    assert {o.action.value for o in outcomes} == {"failed"}
+    for o in outcomes:
+        assert "AccessDenied" in o.error and "s3:DeleteObject" in o.error, o.error
+    for bucket, key in outside:
+        lake.client.head_object(Bucket=bucket, Key=key)  # still there
+
