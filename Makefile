@@ -2,7 +2,8 @@
 # line a Delta release is built for (constraints/default.txt), so that both run on Delta's own jars, which
 # `python -m infra.jvm_jars` fetches with Maven into ~/.cache/lake-housekeeping (`make demo` says so in one
 # line and runs without them when it cannot).
-# `make test` writes Delta's feature tables once (make feature-lake), runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
+# `make test` writes Delta's feature tables once (make feature-lake), then in two processes side by side (SHARDS)
+# runs the jars-free suite, then `make test-jars`: the tests that need Delta's Spark jars
 # or Spark's S3 connector (markers delta_jars, s3a; jars_too runs a test both ways), in a Spark session
 # started with them (skipped, saying why, when they cannot be fetched). `make test-newest` runs both on the
 # newest PySpark, jars-free but for the S3 connector, as a plain `pip install` gets it (.venv-newest);
@@ -21,7 +22,7 @@ PY := $(VENV)/bin/python
 JARS_MARKERS ?= delta_jars or s3a or jars_too
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test feature-lake test-jars test-newest test-lowest lint docs durations bench bench-delta package clean
+.PHONY: demo test test-shard feature-lake test-jars test-newest test-lowest lint docs durations bench bench-delta package clean
 
 # --no-compile: Python compiles a module when it is first imported; compiling all of PySpark's at install
 # took half the install's time.
@@ -38,8 +39,25 @@ demo: $(STAMP)
 	@jars=$$($(PY) -m infra.jvm_jars) || { jars=; echo "make demo: Delta's jars could not be fetched (the line above says why): running without them"; }; \
 	  PYSPARK_SUBMIT_ARGS="$${jars:+--jars $$jars }pyspark-shell" $(PY) -m demo
 
+# make test runs the suite in SHARDS processes side by side, each a share of the test modules (balanced by
+# tests/DURATIONS.md), jars-free then with the jars, its lines marked [i/n]: two keep two cores busy. CI runs
+# two lines at once instead, each in one process (.ci/run sets SHARDS=1).
+SHARDS ?= 2
 test: $(STAMP)
 	$(MAKE) feature-lake
+ifeq ($(SHARDS),1)
+	$(MAKE) test-shard
+else
+	@$(PY) -m infra.jvm_jars >/dev/null 2>&1 || true  # fetched once, before the shards look them up
+	@trap 'kill 0' INT TERM; dir=$$(mktemp -d); for i in $$(seq 1 $(SHARDS)); do \
+	  { LAKE_TEST_SHARD=$$i/$(SHARDS) $(MAKE) --no-print-directory test-shard 2>&1; echo $$? > $$dir/$$i; } \
+	    | sed -u "s|^|[$$i/$(SHARDS)] |" & \
+	done; wait; status=0; for i in $$(seq 1 $(SHARDS)); do [ "$$(cat $$dir/$$i)" = 0 ] || status=1; done; \
+	rm -rf $$dir; exit $$status
+endif
+
+# One share (LAKE_TEST_SHARD=i/n, unset: all) of the suite: the jars-free tests, then the jars ones.
+test-shard: $(STAMP)
 	$(PY) -m pytest -q -m "not delta_jars and not s3a"
 	$(MAKE) test-jars
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 JARS = os.environ.get("LAKE_TEST_JARS")
 # The CI line this run is (tests.ci_lines): unset outside CI's runs, where every test runs.
 LINE = os.environ.get("LAKE_TEST_LINE")
+# "i/n": this process runs the i-th of n shares of the test modules (make test runs n side by side).
+SHARD = os.environ.get("LAKE_TEST_SHARD")
 # The whole suite shares one local JVM (driver and executors): Spark 3.5 outgrows the default 1 GiB heap.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"{f'--jars {JARS} ' if JARS else ''}--driver-memory 2g pyspark-shell")
 # The JVMs the suite starts, unless SPARK_SUBMIT_OPTS is set already (spark-submit's launcher reads it, for
@@ -97,6 +100,22 @@ def pytest_collection_modifyitems(config, items):
     if GOLDEN is None:  # after the line check, which sees every test of the collection
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("golden")])
         items[:] = [item for item in items if not item.get_closest_marker("golden")]
+    if SHARD:
+        _select_shard(items, config)
+
+
+def _select_shard(items, config) -> None:
+    """This process's share of the modules, balanced by the committed profile (tests.durations.shares)."""
+    from tests.durations import module_seconds, shares
+
+    index, _, count = SHARD.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise pytest.UsageError(f"LAKE_TEST_SHARD={SHARD!r}: expected i/n, 1 <= i <= n")
+    modules = Counter(item.nodeid.split("::")[0] for item in items)
+    share = shares(modules, module_seconds(JARS is not None), int(count))
+    ours = [share[item.nodeid.split("::")[0]] == int(index) - 1 for item in items]
+    config.hook.pytest_deselected(items=[item for item, mine in zip(items, ours) if not mine])
+    items[:] = [item for item, mine in zip(items, ours) if mine]
 
 
 def _select_line(config, items) -> None:

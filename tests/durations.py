@@ -165,6 +165,32 @@ def report(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+PROFILE = Path(__file__).with_name("DURATIONS.md")
+
+
+def module_seconds(jars: bool, path: Path = PROFILE) -> dict[str, float]:
+    """Each module's seconds in the committed profile's table by module, over its jars runs or its
+    jars-free ones: what ``make test``'s shards are balanced by (:func:`shares`)."""
+    text = path.read_text() if path.exists() else ""
+    table = [line.strip().strip("|").split("|") for line in text.split("## By module", 1)[-1].split("\n## ", 1)[0]
+             .splitlines() if line.startswith("| ")]
+    if not table:
+        return {}
+    runs = [name.strip() for name in table[0][1:]]
+    return {cells[0].strip(): sum(float(v) for run, v in zip(runs, cells[1:]) if run.endswith(" jars") == jars)
+            for cells in table[1:] if cells[0].strip().startswith("tests/")}
+
+
+def shares(tests: dict[str, int], seconds: dict[str, float], n: int) -> dict[str, int]:
+    """Each module (with ``tests[module]`` tests) in one of ``n`` shares, the costliest first, each into
+    the share that has cost least so far; a module the profile lacks costs half a second a test."""
+    totals, share = [0.0] * n, {}
+    for module in sorted(tests, key=lambda m: (-seconds.get(m, tests[m] / 2), m)):
+        share[module] = totals.index(min(totals))
+        totals[share[module]] += seconds.get(module, tests[module] / 2)
+    return share
+
+
 def balance(rows: list[dict], by_hand: list[ci_lines.Entry]) -> tuple[list[ci_lines.Entry], dict[str, float]]:
     """Each slow test neither marked ``every_line`` nor placed by hand on one line: the biggest first, on
     the line (a jars-free one and a Delta one for ``jars_too``) where CI's two chains end soonest. Its
