@@ -105,15 +105,26 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _select_shard(items, config) -> None:
-    """This process's share of the modules, balanced by the committed profile (tests.durations.shares)."""
+    """This process's share of the modules, balanced by the committed profile (tests.durations.shares):
+    the jars-free run's shares first, then the jars run's, each share taking the jars modules as its
+    jars-free ones left it, so that the n processes end together. A module the profile lacks is
+    guessed at ten seconds a slow test, half a second any other."""
     from tests.durations import module_seconds, shares
 
     index, _, count = SHARD.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise pytest.UsageError(f"LAKE_TEST_SHARD={SHARD!r}: expected i/n, 1 <= i <= n")
-    modules = Counter(item.nodeid.split("::")[0] for item in items)
-    share = shares(modules, module_seconds(JARS is not None), int(count))
-    ours = [share[item.nodeid.split("::")[0]] == int(index) - 1 for item in items]
+    guesses: dict[bool, Counter] = {False: Counter(), True: Counter()}
+    for item in items:
+        jars = any(item.get_closest_marker(m) for m in ("delta_jars", "s3a", "jars_too"))
+        for run in ({False, True} if item.get_closest_marker("jars_too") else {jars}):
+            guesses[run][item.nodeid.split("::")[0]] += 10.0 if item.get_closest_marker("slow") else 0.5
+    totals = [0.0] * int(count)
+    share = shares(guesses[False], module_seconds(False), totals)
+    if JARS is not None:
+        share = shares(guesses[True], module_seconds(True), totals)
+    mine = int(index) - 1  # a module with no test of this run's: its tests are -m's to deselect
+    ours = [share.get(item.nodeid.split("::")[0], mine) == mine for item in items]
     config.hook.pytest_deselected(items=[item for item, mine in zip(items, ours) if not mine])
     items[:] = [item for item, mine in zip(items, ours) if mine]
 

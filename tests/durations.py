@@ -181,13 +181,14 @@ def module_seconds(jars: bool, path: Path = PROFILE) -> dict[str, float]:
             for cells in table[1:] if cells[0].strip().startswith("tests/")}
 
 
-def shares(tests: dict[str, int], seconds: dict[str, float], n: int) -> dict[str, int]:
-    """Each module (with ``tests[module]`` tests) in one of ``n`` shares, the costliest first, each into
-    the share that has cost least so far; a module the profile lacks costs half a second a test."""
-    totals, share = [0.0] * n, {}
-    for module in sorted(tests, key=lambda m: (-seconds.get(m, tests[m] / 2), m)):
+def shares(tests: dict[str, float], seconds: dict[str, float], totals: list[float]) -> dict[str, int]:
+    """Each module in one of ``len(totals)`` shares, the costliest first, each into the share that has cost
+    least so far (``totals``, updated: what each share runs before these); a module the profile lacks
+    costs ``tests[module]``, its guess."""
+    share = {}
+    for module in sorted(tests, key=lambda m: (-seconds.get(m, tests[m]), m)):
         share[module] = totals.index(min(totals))
-        totals[share[module]] += seconds.get(module, tests[module] / 2)
+        totals[share[module]] += seconds.get(module, tests[module])
     return share
 
 

@@ -4,9 +4,9 @@
 
 Exit status: 0 when every table was vacuumed, dry-run or skipped (every key restored or
 purged, or kept by a purge only because a table needs it again: a warning); 1 when any table
-was refused or failed, or a VACUUM START or END the run meant to write into a table's log is
-missing (any key left alone for another reason, or failed; a log a purge could not read); 2 for
-usage errors.
+was refused or failed, or the store refused a VACUUM START or END the run meant to write into a
+table's log (any key left alone for another reason, or failed; a log a purge could not read); 2
+for usage errors.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from lakeio.text import first_line
 from lakeio.times import epoch_ms, hours_ms
 from lakeio.uris import TableRoot
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
-from vacuum_jobs.report import NOT_RECORDED, RunTables
+from vacuum_jobs.report import CANNOT_WRITE, NOT_RECORDED, RunTables
 
 START, END = "VACUUM START", "VACUUM END"
 ENGINE = f"lake-housekeeping/{__version__}"
@@ -206,7 +206,7 @@ class LogWriter:
         except HistoryNotWritten:
             raise
         except Exception as exc:  # a log we may not write or read: the vacuum goes on, its history noted
-            raise HistoryNotWritten(f"cannot write its log: {first_line(exc)}") from exc
+            raise HistoryNotWritten(f"{CANNOT_WRITE}: {first_line(exc)}") from exc
         raise HistoryNotWritten(f"{ATTEMPTS} puts in a row found the version taken or contended")
 
     def _catch_up(self, root: str, version: int, txn: str) -> tuple[int, bool]:

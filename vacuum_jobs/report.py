@@ -79,8 +79,10 @@ class ReasonCode(StrEnum):
     DELETES_FAILED = "deletes_failed"
 
 
-# How ``TableReport.history`` says a commit of the table's history is missing.
+# How ``TableReport.history`` says a commit of the table's history is missing; and why, where the store
+# refused it or its log could not be read (an error, where a rule keeping it out is not).
 NOT_RECORDED = "not recorded"
+CANNOT_WRITE = "cannot write its log"
 NOT_READ = "not read: the run was refused"  # a table of a run refused before it read any (RunReport.refused)
 
 
@@ -107,6 +109,11 @@ class TableReport:
     def history_incomplete(self) -> bool:
         """A commit of its history was meant and is missing: the summary says why."""
         return self.history is not None and NOT_RECORDED in self.history
+
+    @property
+    def history_failed(self) -> bool:
+        """A commit of its history is missing because the store refused it or its log could not be read."""
+        return self.history is not None and f"{NOT_RECORDED}: {CANNOT_WRITE}" in self.history
 
 
 SUMMARY_PATHS = 5  # of a dry run's candidates, named per table on the console
@@ -201,10 +208,11 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing to act on: no table refused or failed, no commit of a table's history missing (Delta's
-        VACUUM fails where it cannot commit one), every row in the audit."""
+        """Nothing to act on: no table refused or failed, no commit of a table's history the store refused
+        (Delta's VACUUM fails where it cannot commit one; one a rule kept out is said, not an error), every
+        row in the audit."""
         return not self.refused and not self.references_unknown and not self.audit_problems and not any(
-            t.status in (TableStatus.REFUSED, TableStatus.FAILED) or t.history_incomplete for t in self.tables)
+            t.status in (TableStatus.REFUSED, TableStatus.FAILED) or t.history_failed for t in self.tables)
 
     def totals(self) -> dict[str, int]:
         """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table
