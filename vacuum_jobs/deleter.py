@@ -392,7 +392,7 @@ class S3BatchDeleter:
             batch = entries[start:start + pace.batch(self.settings.batch_size)]
             start += len(batch)
             for _entry, target, error, marker in self._delete_batch(bucket, batch, pace):
-                if error and error != errors.get(target):  # each version's own refusal, once
+                if error and error not in errors.get(target, ""):  # each version's own refusal, once
                     errors[target] = f"{errors[target]}; {error}" if target in errors else error
                 if marker and not _final(marker, target, suspended):
                     markers[target] = marker
@@ -450,9 +450,10 @@ class S3BatchDeleter:
 
     def _refusal(self, bucket: str, entry: dict[str, Any], error: dict[str, str]) -> str:
         """S3's refusal of one key, as the audit records it; where S3 Object Lock keeps the version, the
-        lock (its date and mode, or the legal hold), read from the version's own headers."""
+        lock (its date and mode, or the legal hold), read from the version's own headers (asked only where
+        S3 says a lock refused it: a role without the permission gets no request per key)."""
         described = _described(error.get("Code"), error.get("Message", ""))
-        if error.get("Code") != "AccessDenied" or "VersionId" not in entry:
+        if error.get("Code") != "AccessDenied" or "VersionId" not in entry or "lock" not in error.get("Message", "").lower():
             return described
         try:
             lock = Lock.of_head(entry["VersionId"], self.client.head_object(Bucket=bucket, Key=entry["Key"],
