@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape as _xml
 
 ACTING = "LAKE_IAM_ACTING"  # the environment variable naming the file that names the calling user
 ACCOUNT = "123456789012"  # moto's default account
@@ -116,10 +117,6 @@ def _patch() -> None:
 
     ActionAuthenticatorMixin._authenticate_and_authorize_action = as_acting  # type: ignore[method-assign]
     S3Response._bucket_response_delete_keys = key_by_key  # type: ignore[method-assign]
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
 class IamS3:
