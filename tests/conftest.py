@@ -105,28 +105,41 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _select_shard(items, config) -> None:
-    """This process's share of the modules, balanced by the committed profile (tests.durations.shares):
-    the jars-free run's shares first, then the jars run's, each share taking the jars modules as its
-    jars-free ones left it, so that the n processes end together. A module the profile lacks is
-    guessed at ten seconds a slow test, half a second any other."""
-    from tests.durations import module_seconds, shares
+    """This process's share of the suite, balanced by the committed profile (tests.durations.shares): the
+    jars-free run's shares first, then the jars run's, each share taking the jars units as its jars-free
+    ones left it, so that the n processes end together. A unit is a module, or a test the profile lists as
+    slow enough to run apart from it (unless it shares a module's fixture with the rest). A unit the profile
+    lacks is guessed at ten seconds a slow test, half a second any other."""
+    from tests.durations import shares, unit_seconds
 
     index, _, count = SHARD.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise pytest.UsageError(f"LAKE_TEST_SHARD={SHARD!r}: expected i/n, 1 <= i <= n")
+    apart = {item.nodeid for item in items if not _shares_a_fixture(item)}
+    seconds = {run: unit_seconds(run, apart) for run in (False, True)}
+    units: dict[bool, dict[str, str]] = {False: {}, True: {}}
     guesses: dict[bool, Counter] = {False: Counter(), True: Counter()}
     for item in items:
         jars = any(item.get_closest_marker(m) for m in ("delta_jars", "s3a", "jars_too"))
         for run in ({False, True} if item.get_closest_marker("jars_too") else {jars}):
-            guesses[run][item.nodeid.split("::")[0]] += 10.0 if item.get_closest_marker("slow") else 0.5
+            unit = units[run][item.nodeid] = item.nodeid if item.nodeid in seconds[run] else item.nodeid.split("::")[0]
+            guesses[run][unit] += 10.0 if item.get_closest_marker("slow") else 0.5
     totals = [0.0] * int(count)
-    share = shares(guesses[False], module_seconds(False), totals)
-    if JARS is not None:
-        share = shares(guesses[True], module_seconds(True), totals)
-    mine = int(index) - 1  # a module with no test of this run's: its tests are -m's to deselect
-    ours = [share.get(item.nodeid.split("::")[0], mine) == mine for item in items]
+    share = shares(guesses[False], seconds[False], totals)
+    run = JARS is not None
+    if run:
+        share = shares(guesses[True], seconds[True], totals)
+    mine = int(index) - 1  # a test of the other run's only: -m deselects it
+    ours = [share.get(units[run].get(item.nodeid, ""), mine) == mine for item in items]
     config.hook.pytest_deselected(items=[item for item, mine in zip(items, ours) if not mine])
     items[:] = [item for item, mine in zip(items, ours) if mine]
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether ``item`` uses a fixture set up once for more tests than itself but fewer than the session (a
+    module's lake): run apart from its module, it would build it again."""
+    return any(defs[-1].scope not in ("function", "session")
+               for defs in item._fixtureinfo.name2fixturedefs.values() if defs)
 
 
 def _select_line(config, items) -> None:

@@ -134,7 +134,8 @@ def _run_name(record: dict) -> str:
 
 
 def report(rows: list[dict]) -> str:
-    """The profile as Markdown: per run, per cause, per module, and the slowest tests."""
+    """The profile as Markdown: per run, per cause, per module, the tests shards may run apart, and the
+    slowest tests."""
     out = ["# Where the suite's time goes", "",
            "Written by `make durations` (python -m tests.durations) from the profile each CI run records",
            "(LAKE_TEST_PROFILE); seconds of wall time. Causes are measured, not guessed: see tests/durations.py.", ""]
@@ -152,11 +153,22 @@ def report(rows: list[dict]) -> str:
         out.append(f"| {name} | {len(group)} | {total:.0f} | " + " | ".join(f"{c:.0f}" for c in causes) + f" | {rest:.0f} |")
     modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
-        modules[row["test"].split("::")[0]][_run_name(row)] += _total(row)
+        modules[_module(row["test"])][_run_name(row)] += _total(row)
+    single = once(rows)
+    for (test, jars), seconds in single.items():
+        modules[_module(test)][ONCE[jars]] += seconds
     names = sorted(runs)
-    out += ["", "## By module", "", "| module | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-    for module, by_run in sorted(modules.items(), key=lambda kv: -sum(kv[1].values())):
-        out.append(f"| {module} | " + " | ".join(f"{by_run.get(n, 0):.0f}" for n in names) + " |")
+    out += ["", "## By module", "", f"`{ONCE[False]}` and `{ONCE[True]}`: one run of each test (its mean over the runs it "
+            "ran in), as `make test` runs it; its shards are balanced by these.", "",
+            "| module | " + " | ".join(names + list(ONCE.values())) + " |", "|---|" + "---:|" * (len(names) + 2)]
+    for module, by_run in sorted(modules.items(), key=lambda kv: -sum(kv[1].get(n, 0) for n in names)):
+        out.append(f"| {module} | " + " | ".join(f"{by_run.get(n, 0):.0f}" for n in names + list(ONCE.values())) + " |")
+    alone = sorted(((s, t, j) for (t, j), s in single.items() if s >= ALONE), reverse=True)
+    out += ["", "## Tests a shard may run apart from their module", "",
+            f"Each test of {ALONE:.0f} s or more in one run (`{ONCE[False]}` or `{ONCE[True]}`): `make test` runs it "
+            "in whichever shard has least to do, unless it shares a fixture with the rest of its module.", "",
+            "| seconds | run | test |", "|---:|---|---|"]
+    out += [f"| {seconds:.0f} | {ONCE[jars]} | `{test}` |" for seconds, test, jars in alone]
     out += ["", "## The 40 slowest tests", "", "| seconds | run | test | biggest cause |", "|---:|---|---|---|"]
     for row in sorted(rows, key=_total, reverse=True)[:40]:
         cause = max(CAUSES, key=lambda c: row[c])
@@ -166,29 +178,52 @@ def report(rows: list[dict]) -> str:
 
 
 PROFILE = Path(__file__).with_name("DURATIONS.md")
+ONCE = {False: "once", True: "once jars"}  # the columns of one run of each test, jars-free and with the jars
+ALONE = 20.0  # seconds from which a test is listed as a unit of its own for make test's shards
 
 
-def module_seconds(jars: bool, path: Path = PROFILE) -> dict[str, float]:
-    """Each module's seconds in the committed profile's table by module, over its jars runs or its
-    jars-free ones: what ``make test``'s shards are balanced by (:func:`shares`)."""
+def _module(test: str) -> str:
+    return test.split("::")[0]
+
+
+def once(rows: list[dict]) -> dict[tuple[str, bool], float]:
+    """Each test's seconds in one run, jars-free and with the jars: its mean over the runs it ran in."""
+    spent: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    for row in rows:
+        spent[row["test"], row["jars"]].append(_total(row))
+    return {key: sum(seconds) / len(seconds) for key, seconds in spent.items()}
+
+
+def _table(text: str, section: str) -> list[list[str]]:
+    body = text.split(f"## {section}", 1)[-1].split("\n## ", 1)[0] if f"## {section}" in text else ""
+    return [[cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+            for line in body.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+
+
+def unit_seconds(jars: bool, apart: set[str], path: Path = PROFILE) -> dict[str, float]:
+    """What ``make test``'s shards are balanced by (:func:`shares`), from the committed profile: the seconds
+    of one run of each test of ``apart`` the profile lists by itself, and of each module's other tests."""
     text = path.read_text() if path.exists() else ""
-    table = [line.strip().strip("|").split("|") for line in text.split("## By module", 1)[-1].split("\n## ", 1)[0]
-             .splitlines() if line.startswith("| ")]
+    table = _table(text, "By module")
     if not table:
         return {}
-    runs = [name.strip() for name in table[0][1:]]
-    return {cells[0].strip(): sum(float(v) for run, v in zip(runs, cells[1:]) if run.endswith(" jars") == jars)
-            for cells in table[1:] if cells[0].strip().startswith("tests/")}
+    column = table[0].index(ONCE[jars])
+    seconds = {cells[0]: float(cells[column]) for cells in table[1:]}
+    for cells in _table(text, "Tests a shard may run apart")[1:]:
+        if cells[1] == ONCE[jars] and cells[2] in apart:
+            seconds[cells[2]] = float(cells[0])
+            seconds[_module(cells[2])] = max(0.0, seconds.get(_module(cells[2]), 0.0) - float(cells[0]))
+    return seconds
 
 
-def shares(tests: dict[str, float], seconds: dict[str, float], totals: list[float]) -> dict[str, int]:
-    """Each module in one of ``len(totals)`` shares, the costliest first, each into the share that has cost
-    least so far (``totals``, updated: what each share runs before these); a module the profile lacks
-    costs ``tests[module]``, its guess."""
+def shares(units: dict[str, float], seconds: dict[str, float], totals: list[float]) -> dict[str, int]:
+    """Each unit (a module, or a test run apart from it) in one of ``len(totals)`` shares, the costliest
+    first, each into the share that has cost least so far (``totals``, updated: what each share runs before
+    these); a unit the profile lacks costs ``units[unit]``, its guess."""
     share = {}
-    for module in sorted(tests, key=lambda m: (-seconds.get(m, tests[m]), m)):
-        share[module] = totals.index(min(totals))
-        totals[share[module]] += seconds.get(module, tests[module])
+    for unit in sorted(units, key=lambda u: (-seconds.get(u, units[u]), u)):
+        share[unit] = totals.index(min(totals))
+        totals[share[unit]] += seconds.get(unit, units[unit])
     return share
 
 

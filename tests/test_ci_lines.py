@@ -84,16 +84,41 @@ def test_the_report_ranks_the_causes_it_measured(tmp_path):
     assert "| 50 | newest | `tests/a.py::t` | processes 40 |" in text
 
 
+def test_make_tests_shards_run_a_slow_test_apart_from_its_module_and_end_together(tmp_path):
+    rows = [_row("tests/a.py::slow", "newest", 40), _row("tests/a.py::slow", "lowest", 60),
+            _row("tests/a.py::quick", "newest", 5), _row("tests/b.py::t", "newest", 45),
+            _row("tests/b.py::t", "spark42", 15, jars=True)]
+    profile = tmp_path / "DURATIONS.md"
+    profile.write_text(durations.report(rows))
+    alone = durations.unit_seconds(False, {"tests/a.py::slow", "tests/b.py::t"}, profile)
+    assert alone == {"tests/a.py": 5, "tests/a.py::slow": 50, "tests/b.py": 0, "tests/b.py::t": 45}
+    assert durations.unit_seconds(False, set(), profile) == {"tests/a.py": 55, "tests/b.py": 45}  # a.py's slow test
+    assert durations.unit_seconds(True, {"tests/b.py::t"}, profile) == {"tests/a.py": 0, "tests/b.py": 15}  # under 20 s
+    totals = [0.0, 0.0]
+    share = durations.shares({"tests/a.py": 1, "tests/a.py::slow": 1, "tests/b.py::t": 1, "tests/new.py": 12}, alone, totals)
+    assert share["tests/a.py::slow"] != share["tests/b.py::t"] and totals == [50 + 5, 45 + 12]  # the unknown module guessed
+
+
+def _collected(*args: str, **env: str) -> list[str]:
+    """The test ids a collection of the whole suite selects, with ``env`` for this run's own variables."""
+    base = {k: v for k, v in os.environ.items() if k not in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
 @pytest.mark.slow  # two collections of the whole suite, each in a process of its own
 def test_every_test_id_is_the_same_in_every_collection():
     """The file, --deselect and the balance name tests by id: a parameter drawn at random (a fresh uuid in
     an id) would leave its test on every line whatever the file says, and a balanced entry naming it stale."""
-    def collected() -> list[str]:
-        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-                              cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "LAKE_TEST_LINE"},
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return [line for line in done.stdout.splitlines() if "::" in line]
-
-    first, second = collected(), collected()
+    first, second = _collected(), _collected()
     assert first and first == second, sorted(set(first) ^ set(second))[:10]
+
+
+@pytest.mark.slow  # six collections of the whole suite
+def test_make_tests_shards_run_each_test_of_each_run_exactly_once():
+    for markers, env in (("not delta_jars and not s3a", {}), ("delta_jars or s3a or jars_too", {"LAKE_TEST_JARS": "x"})):
+        whole = _collected("-m", markers, **env)
+        shards = [_collected("-m", markers, LAKE_TEST_SHARD=f"{i}/2", **env) for i in (1, 2)]
+        assert sorted(shards[0] + shards[1]) == sorted(whole) and all(shards), (markers, len(whole), *map(len, shards))
