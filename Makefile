@@ -39,7 +39,7 @@ demo: $(STAMP)
 	@jars=$$($(PY) -m infra.jvm_jars) || { jars=; echo "make demo: Delta's jars could not be fetched (the line above says why): running without them"; }; \
 	  PYSPARK_SUBMIT_ARGS="$${jars:+--jars $$jars }pyspark-shell" $(PY) -m demo
 
-# make test runs the suite in SHARDS processes side by side, each a share of the test modules (balanced by
+# make test runs the suite in SHARDS processes side by side, each a share of it (balanced by
 # tests/DURATIONS.md), jars-free then with the jars, its lines marked [i/n]: two keep two cores busy. CI runs
 # two lines at once instead, each in one process (.ci/run sets SHARDS=1).
 SHARDS ?= 2

@@ -13,6 +13,10 @@ One policy per role, each statement named (``Sid``) for what it lets the job do:
 - ``reports`` (``lake_reports``): read the inventory and audit tables and the tables' logs;
   write reports.
 
+Where the buckets encrypt with SSE-KMS (``--kms-key``), each role may also use those keys, through
+S3 alone (``kms:ViaService``): ``kms:Decrypt`` to read, ``kms:GenerateDataKey`` where it writes.
+SSE-S3 needs nothing; deletes, version listings and restores (a delete marker removed) use no key.
+
 No statement grants a ``*`` action or a whole bucket's objects; ``s3:ListBucket`` is scoped by
 ``s3:prefix``. ``cloudformation/job-policies.yaml`` creates the same documents as managed
 policies; a test keeps the two equal. ``tests/test_iam_policies.py`` runs each job as a user
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +86,16 @@ class Scope:
     history: bool = True  # the vacuum writes VACUUM START/END commits into the tables' logs
     deletes: bool = True  # the vacuum may delete (false: a role for dry runs)
     bypass_governance: bool = False  # purge --bypass-governance-retention
+    kms_keys: tuple[str, ...] = ()  # the ARNs of the KMS keys the buckets encrypt objects with (SSE-KMS)
+
+
+def kms_region(arn: str) -> str:
+    """The region of a KMS key's ARN; a ValueError for anything else (an alias names no key in a policy)."""
+    found = re.fullmatch(r"arn:aws[\w-]*:kms:([\w-]+|\$\{AWS::Region\}):(\d{12}|\$\{AWS::AccountId\}):key/[^\s/]+", arn)
+    if found is None:
+        raise ValueError(f"{arn}: expected a KMS key's ARN, arn:aws:kms:<region>:<account>:key/<key id> (a policy "
+                         "cannot name a key by its alias)")
+    return found.group(1)
 
 
 def _allow(sid: str, actions: list[str], resources: list[str]) -> Statement:
@@ -162,6 +177,12 @@ def policy(role: Role, scope: Scope) -> dict[str, Any]:
                                                              "s3:GetObjectLegalHold"], tables)]
         if scope.bypass_governance:
             statements.append(_allow("BypassGovernanceRetention", ["s3:BypassGovernanceRetention"], tables))
+    if scope.kms_keys:  # S3 uses the key for the caller: to read (every role), to write (all but a reader's)
+        writes = role is not Role.REPORTS or scope.reports is not None
+        statements.append({**_allow("UseKmsKeysThroughS3", ["kms:Decrypt", *(["kms:GenerateDataKey"] if writes else [])],
+                                    list(scope.kms_keys)),
+                           "Condition": {"StringEquals": {"kms:ViaService": sorted(
+                               {f"s3.{kms_region(k)}.amazonaws.com" for k in scope.kms_keys})}}})
     if role in (Role.VACUUM, Role.UNDO):
         statements.append({"Sid": "NeverDeleteTableLogs", "Effect": "Deny",
                            "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion"],
@@ -175,7 +196,8 @@ TEMPLATE_SCOPE = Scope(
     inventory_table=Place("${HousekeepingBucketName}", "${InventoryTablePrefix}/"),
     audit_table=Place("${HousekeepingBucketName}", "${AuditTablePrefix}/"),
     reports=Place("${HousekeepingBucketName}", "${ReportsPrefix}/"),
-    deliveries=Place("${InventoryDestinationBucketName}", "${InventoryDestinationPrefix}/"))
+    deliveries=Place("${InventoryDestinationBucketName}", "${InventoryDestinationPrefix}/"),
+    kms_keys=("arn:aws:kms:${AWS::Region}:${AWS::AccountId}:key/${KmsKeyId}",))
 _PARAMETERS = {
     "TablesBucketName": "The bucket the Delta tables live in.",
     "TablesPrefix": "The prefix the tables live under, without slashes at its ends (warehouse: s3://BUCKET/warehouse/<table>).",
@@ -186,6 +208,10 @@ _PARAMETERS = {
     "InventoryDestinationBucketName": "The bucket S3 Inventory delivers to (infra/cloudformation/inventory-destination.yaml).",
     "InventoryDestinationPrefix": "The prefix of its reports (inventory).",
 }
+# The one optional parameter: a template's statement names a key only when given one.
+_KMS_PARAMETER = {"KmsKeyId": {"Type": "String", "Default": "", "Description": (
+    "The id of the KMS key (in this stack's account and region) the buckets encrypt objects with, where they use "
+    "SSE-KMS (empty: none, as with SSE-S3). Keys elsewhere: python -m infra.iam_policies ROLE --kms-key ARN.")}}
 
 
 _JOBS = {Role.INGESTION: "python -m inventory_etl", Role.VACUUM: "python -m vacuum_jobs",
@@ -194,7 +220,8 @@ _JOBS = {Role.INGESTION: "python -m inventory_etl", Role.VACUUM: "python -m vacu
 
 def cloudformation() -> str:
     """``cloudformation/job-policies.yaml``: one managed policy per role, with the history commits and the
-    deletes on (the command's defaults), each attached to the role whose name is given."""
+    deletes on (the command's defaults), the KMS key's statement where its id is given, each attached to
+    the role whose name is given."""
     import yaml
 
     def sub(node: Any) -> Any:
@@ -205,15 +232,20 @@ def cloudformation() -> str:
         return {"Fn::Sub": node} if isinstance(node, str) and "${" in node else node
 
     parameters: dict[str, Any] = {name: {"Type": "String", "Description": text} for name, text in _PARAMETERS.items()}
-    conditions, resources = {}, {}
+    parameters.update(_KMS_PARAMETER)
+    conditions: dict[str, Any] = {"HasKmsKeyId": {"Fn::Not": [{"Fn::Equals": [{"Ref": "KmsKeyId"}, ""]}]}}
+    resources = {}
     for role in Role:
+        document = sub(policy(role, TEMPLATE_SCOPE))
+        document["Statement"] = [{"Fn::If": ["HasKmsKeyId", s, {"Ref": "AWS::NoValue"}]}
+                                 if s["Sid"] == "UseKmsKeysThroughS3" else s for s in document["Statement"]]
         name = f"{role.value.capitalize()}RoleName"
         parameters[name] = {"Type": "String", "Default": "",
                             "Description": f"The IAM role {_JOBS[role]} runs as, given this policy (empty: none)."}
         conditions[f"Has{name}"] = {"Fn::Not": [{"Fn::Equals": [{"Ref": name}, ""]}]}
         resources[f"{role.value.capitalize()}Policy"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {
             "Description": f"lake-housekeeping: what {_JOBS[role]} needs, and no more",
-            "PolicyDocument": sub(policy(role, TEMPLATE_SCOPE)),
+            "PolicyDocument": document,
             "Roles": {"Fn::If": [f"Has{name}", [{"Ref": name}], {"Ref": "AWS::NoValue"}]}}}
     template = {"AWSTemplateFormatVersion": "2010-09-09",
                 "Description": "lake-housekeeping: the IAM policy of each job's role (written by python -m "
@@ -238,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run-only", action="store_true", help="vacuum: no delete permission at all")
     parser.add_argument("--bypass-governance-retention", action="store_true",
                         help="undo: allow purge --bypass-governance-retention")
+    parser.add_argument("--kms-key", action="append", default=[], metavar="KEY_ARN",
+                        help="the ARN of a KMS key the buckets encrypt objects with (SSE-KMS; repeat for several); "
+                             "SSE-S3 needs none")
     return parser
 
 
@@ -254,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                       Place.of(args.reports) if args.reports else None,
                       Place.of(args.inventory_destination) if args.inventory_destination else None,
                       history=not args.no_history, deletes=not args.dry_run_only,
-                      bypass_governance=args.bypass_governance_retention)
+                      bypass_governance=args.bypass_governance_retention, kms_keys=tuple(args.kms_key))
         document = policy(Role(args.role), scope)
     except ValueError as exc:
         parser.error(str(exc))

@@ -68,7 +68,10 @@ _CONNECTORS = {
 _NO_FILE_SYSTEM = re.compile(r'No FileSystem for scheme:? "?([A-Za-z0-9+.-]+)"?')
 _MISSING_CLASS = re.compile(r"Class (org\.apache\.hadoop\.fs\.(s3a|azurebfs|azure)\.\w+|"
                             r"com\.google\.cloud\.hadoop\.fs\.gcs\.\w+) not found")
-_NOT_AUTHORIZED = re.compile(r"(arn:aws:[^\s]+) is not authorized to perform:? ([\w:*]+)")
+_NOT_AUTHORIZED = re.compile(r"(arn:aws:[^\s]+) is not authorized to perform:? ([\w:*]+)(?: on resource:? \"?([^\s\"]+))?")
+# deltalake (delta-rs) prints an error's chain one cause a line, each after a coloured arrow, cutting the
+# store's own message at every ": " (AWS's "User: ... is not authorized to perform: ..." among them).
+_CHAINED = re.compile(r"\s*\n\s*(?:\x1b\[[0-9;]*m)?↳(?:\x1b\[[0-9;]*m)?\s*")
 _DENIED = re.compile(r"AccessDenied|Access Denied|Status Code: 403|403 Forbidden|\(403\)|AuthorizationPermissionMismatch")
 _NO_BUCKET = re.compile(r"NoSuchBucket|The specified bucket does not exist|UnknownStoreException|"
                         r"Bucket (\S+) does not exist")
@@ -88,7 +91,8 @@ _EXPIRED = re.compile(r"ExpiredToken|token (?:included in the request )?(?:has|i
 
 def storage_advice(message: str) -> str | None:
     """What to do about a common storage failure named anywhere in ``message`` (a Java trace, a boto3
-    error); None when it is none of them."""
+    error, deltalake's chain of causes); None when it is none of them."""
+    message = _CHAINED.sub(": ", message)
     if match := _NO_FILE_SYSTEM.search(message):
         scheme = match.group(1).lower()
         return (f'no file system for "{scheme}://" on this Spark: '
@@ -117,8 +121,9 @@ def storage_advice(message: str) -> str | None:
         return ("the AWS credentials have expired: renew them (aws sso login, a fresh session token, the "
                 "instance profile) and run again")
     if match := _NOT_AUTHORIZED.search(message):
-        return (f"access denied: {match.group(1)} may not {match.group(2)}: grant it on the bucket or prefix "
-                "(IAM policy, bucket policy, KMS key policy)")
+        on = f" on {match.group(3)}" if match.group(3) else ""
+        return (f"access denied: {match.group(1)} may not {match.group(2)}{on}: grant it (the role's IAM policy, the "
+                "bucket policy, or a KMS key's policy)")
     if _DENIED.search(message):
         return ("access denied: the credentials this job runs with (instance profile, AWS_PROFILE, fs.s3a.* "
                 "settings) lack this request's permission: listing needs s3:ListBucket, reading s3:GetObject, "

@@ -137,8 +137,9 @@ def report(rows: list[dict]) -> str:
     """The profile as Markdown: per run, per cause, per module, the tests shards may run apart, and the
     slowest tests."""
     out = ["# Where the suite's time goes", "",
-           "Written by `make durations` (python -m tests.durations) from the profile each CI run records",
-           "(LAKE_TEST_PROFILE); seconds of wall time. Causes are measured, not guessed: see tests/durations.py.", ""]
+           "Written by `make durations` (python -m tests.durations) from the profiles CI's runs record, and a",
+           "`make test`'s (runs `local`), with LAKE_TEST_PROFILE; seconds of wall time. Causes are measured, not",
+           "guessed: see tests/durations.py.", ""]
     runs: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         runs[_run_name(row)].append(row)

@@ -11,7 +11,11 @@ falls short of AWS's documented rules, this server follows AWS:
   for a key asked with a version), never as one request on the bucket; a refused key is an
   ``AccessDenied`` entry of the answer, the rest are deleted;
 - a refusal names the user, the action and the resource, as AWS's ``AccessDenied`` messages do
-  for requests within an account.
+  for requests within an account;
+- an SSE-KMS object's key is used by S3 for the caller, who must hold the KMS permission on it
+  (through S3: ``kms:ViaService``): ``kms:Decrypt`` to GET it or copy from it, ``kms:GenerateDataKey``
+  to write one (a PUT, a copy's target, a multipart upload begun), under the key asked for or the
+  bucket's default; a HEAD, a delete and SSE-S3 need none. moto stores the key but asks nobody.
 
 moto evaluates no ``StringLike`` condition, so a ``ListBucket`` statement's ``s3:prefix``
 scoping is not enforced here (``tests/test_iam_policies.py`` checks the documents themselves).
@@ -44,15 +48,49 @@ def _acting() -> str | None:
         return None
 
 
+REGION = "us-east-1"  # the server's, where its KMS keys live
+
+
 def _decision(user: str, action: str, resource: str) -> bool:
     """moto's evaluation of ``user``'s policies (inline, attached, its groups'): an explicit deny wins,
-    else some statement must allow."""
+    else some statement must allow. A KMS action is one S3 asks for on the user's behalf."""
     from moto.iam.access_control import IAMPolicy, IAMUserAccessKey, PermissionResult
 
     caller = IAMUserAccessKey.__new__(IAMUserAccessKey)  # its policies without an access key of its own
     caller.account_id, caller.partition, caller._owner_user_name = ACCOUNT, "aws", user
-    results = [IAMPolicy(p).is_action_permitted(action, resource) for p in caller.collect_policies()]
+    context = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"} if action.startswith("kms:") else None
+    results = [IAMPolicy(p).is_action_permitted(action, resource, None, context) for p in caller.collect_policies()]
     return PermissionResult.PERMITTED in results and PermissionResult.DENIED not in results
+
+
+def _kms_needed(response: Any, action: str, resource: str) -> list[tuple[str, str]]:
+    """The KMS permissions (action, key ARN) S3 needs of the caller for this object request (see the module's
+    docstring)."""
+    from urllib.parse import parse_qs, unquote, urlparse
+
+    bucket, _, key = resource.split(":::", 1)[1].partition("/")
+    backend, query, headers = response.backend, response.querystring, response.headers
+
+    def kms_key_of(bucket: str, key: str, version: str | None) -> str | None:
+        found = backend.get_object(bucket, key, version_id=version)
+        return found.kms_key_id if found is not None and found.encryption == "aws:kms" else None
+
+    needs: list[tuple[str, str | None]] = []
+    if action in ("s3:GetObject", "s3:GetObjectVersion") and response.method == "GET" and key:
+        needs.append(("kms:Decrypt", kms_key_of(bucket, key, query.get("versionId", [None])[0])))
+    elif action == "s3:PutObject" and key and "uploadId" not in query and (response.method == "PUT" or "uploads" in query):
+        source = headers.get("x-amz-copy-source")
+        if source:
+            parsed = urlparse(source)
+            source_bucket, source_key = unquote(parsed.path).lstrip("/").split("/", 1)
+            needs.append(("kms:Decrypt", kms_key_of(source_bucket, source_key, parse_qs(parsed.query).get(
+                "versionId", [None])[0])))
+        default = (backend.get_bucket(bucket).encryption or {}).get("Rule", {}).get("ApplyServerSideEncryptionByDefault", {})
+        algorithm = headers.get("x-amz-server-side-encryption") or default.get("SSEAlgorithm")
+        if algorithm == "aws:kms":
+            needs.append(("kms:GenerateDataKey", headers.get("x-amz-server-side-encryption-aws-kms-key-id")
+                          or default.get("KMSMasterKeyID")))
+    return [(a, k if k.startswith("arn:") else f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{k}") for a, k in needs if k]
 
 
 def _denied(user: str, action: str, resource: str) -> Exception:
@@ -83,6 +121,9 @@ def _patch() -> None:
             return None  # a DeleteObjects: decided key by key, below
         if not _decision(user, action, resource):
             raise _denied(user, action, resource)
+        for kms_action, key in _kms_needed(self, action, resource):
+            if not _decision(user, kms_action, key):
+                raise _denied(user, kms_action, key)
         return None
 
     delete_keys = S3Response._bucket_response_delete_keys

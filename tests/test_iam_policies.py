@@ -4,15 +4,20 @@ policy alone, on moto's S3 API deciding every request by it (tests.iam_s3).
 With the whole policy the job does its work. Without any one of its statements it fails (or fails
 the table the statement concerns) in one line naming what S3 refused, and deletes nothing it did
 not plan. The vacuum's role cannot delete outside the tables' prefixes, nor under a ``_delta_log/``.
+The lake's and the housekeeping tables' buckets encrypt with SSE-KMS, the deliveries' with SSE-S3: each
+job works with its policy's KMS statement, and without it stops in one line naming the key.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import boto3
 import pyarrow as pa
 import pytest
 import yaml
@@ -32,10 +37,11 @@ from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target
 from vacuum_jobs.interrupted import note_intent, run_ended
 
+KEY = "arn:aws:kms:eu-west-1:123456789012:key/0b1c2d3e-0000-4000-8000-000000000001"
 SCOPES = {
     "one bucket of tables": Scope((Place.of("s3://lake-a/warehouse/"),), Place.of("s3://ops/housekeeping/inventory"),
                                   Place.of("s3://ops/housekeeping/vacuum_audit"), Place.of("s3://ops/housekeeping/reports"),
-                                  Place.of("s3://inventory-destination/inventory")),
+                                  Place.of("s3://inventory-destination/inventory"), kms_keys=(KEY,)),
     "tables in two buckets, no history, no deletes, governance bypassed": Scope(
         (Place.of("s3a://lake-a/warehouse"), Place.of("s3://lake-b/gold/tables/")), Place.of("s3://ops/inv"),
         Place.of("s3://ops/audit"), None, Place.of("s3://dest/inventory"), history=False, deletes=False,
@@ -57,6 +63,12 @@ def test_no_statement_grants_a_wildcard_action_a_whole_bucket_or_an_unscoped_lis
     statements = policy(role, SCOPES[scope])["Statement"]
     assert len({s["Sid"] for s in statements}) == len(statements) and all(s["Sid"].isalnum() for s in statements)
     for s in statements:
+        if s["Sid"] == "UseKmsKeysThroughS3":  # the keys named, used by S3 alone
+            assert _resources(s) == list(SCOPES[scope].kms_keys) and s["Condition"] == {
+                "StringEquals": {"kms:ViaService": ["s3.eu-west-1.amazonaws.com"]}}, s
+            writes = role is not Role.REPORTS or SCOPES[scope].reports is not None
+            assert set(_actions(s)) == {"kms:Decrypt", *(["kms:GenerateDataKey"] if writes else [])}, s
+            continue
         assert all(a.startswith("s3:") and "*" not in a for a in _actions(s)), s
         for resource in _resources(s):
             bucket, _, key = resource.removeprefix("arn:aws:s3:::").partition("/")
@@ -76,6 +88,18 @@ def test_no_statement_grants_a_wildcard_action_a_whole_bucket_or_an_unscoped_lis
                             {"s3:DeleteObjectVersion"} if role is Role.UNDO else set()), under_tables
     assert bool(logs) == (role is Role.VACUUM and SCOPES[scope].history), logs
     assert ("s3:BypassGovernanceRetention" in allowed) == (role is Role.UNDO and SCOPES[scope].bypass_governance)
+    assert ("kms:Decrypt" in allowed) == bool(SCOPES[scope].kms_keys)
+
+
+@pytest.mark.parametrize("key", ["alias/lake", "arn:aws:kms:eu-west-1:123456789012:alias/lake", "0b1c2d3e",
+                                 "arn:aws:s3:::lake-a"])
+def test_a_kms_key_not_named_by_its_arn_is_refused_by_the_command(key, capsys):
+    from infra.iam_policies import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["vacuum", "--tables", "s3://l/w", "--inventory-table", "s3://o/i", "--audit-table", "s3://o/a",
+              "--kms-key", key])
+    assert exited.value.code == 2 and f"{key}: expected a KMS key's ARN" in capsys.readouterr().err
 
 
 def test_the_cloudformation_template_is_the_commands_and_resolves_to_its_policies():
@@ -89,8 +113,12 @@ def test_the_cloudformation_template_is_the_commands_and_resolves_to_its_policie
               "InventoryDestinationPrefix": "inventory"}
     resources = yaml.safe_load(template)["Resources"]
     for role in Role:
-        resolved = _resolve(resources[f"{role.value.capitalize()}Policy"]["Properties"]["PolicyDocument"], values)
-        assert _unordered(resolved) == _unordered(policy(role, SCOPES["one bucket of tables"])), role
+        document = resources[f"{role.value.capitalize()}Policy"]["Properties"]["PolicyDocument"]
+        for key in (KEY, None):
+            names = {**values, "AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012",
+                     "KmsKeyId": key.rsplit("/", 1)[1] if key else "", "HasKmsKeyId": key is not None}
+            expected = replace(SCOPES["one bucket of tables"], kms_keys=(key,) if key else ())
+            assert _unordered(_resolve(document, names)) == _unordered(policy(role, expected)), (role, key)
 
 
 def _unordered(node):
@@ -120,6 +148,13 @@ class Lake:
         for bucket in (self.lake, self.ops, self.other, self.deliveries):
             self.client.create_bucket(Bucket=bucket)
         self.client.put_bucket_versioning(Bucket=self.lake, VersioningConfiguration={"Status": "Enabled"})
+        # The tables and the housekeeping tables under a KMS key of the account's, the deliveries under SSE-S3.
+        self.key = boto3.client("kms", endpoint_url=server.endpoint, region_name="us-east-1").create_key()[
+            "KeyMetadata"]["Arn"] if _kms_over_http(spark) else None
+        kms = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": self.key} if self.key else {"SSEAlgorithm": "AES256"}
+        for bucket, default in ((self.lake, kms), (self.ops, kms), (self.deliveries, {"SSEAlgorithm": "AES256"})):
+            self.client.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": default}]})
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         for bucket in (self.lake, self.ops, self.other, self.deliveries):  # this server for these buckets
             for key, value in s3a_settings(server.endpoint).items():
@@ -133,7 +168,8 @@ class Lake:
         self.audit = f"s3://{self.ops}/housekeeping/vacuum_audit"
         self.reports = f"s3://{self.ops}/housekeeping/reports"
         self.scope = Scope((Place.of(f"s3://{self.lake}/warehouse/"),), Place.of(self.inventory), Place.of(self.audit),
-                           Place.of(self.reports), Place.of(f"s3://{self.deliveries}/inventory"))
+                           Place.of(self.reports), Place.of(f"s3://{self.deliveries}/inventory"),
+                           kms_keys=(self.key,) if self.key else ())
 
     def table(self, name: str) -> tuple[str, list[str]]:
         """A table whose third commit (an overwrite) removed the files of the first two; those files."""
@@ -160,9 +196,12 @@ class Lake:
             if path.is_file():
                 self.client.upload_file(str(path), self.deliveries, f"inventory/{path.relative_to(local)}")
 
-    def as_user(self, role: Role, command, argv: list[str], capsys) -> tuple[int, str]:
-        """``command`` (a job's main) run as a user holding ``role``'s policy alone: its exit status and stderr."""
-        user = self.server.user(f"{role}-{uuid.uuid4().hex[:6]}", policy(role, self.scope))
+    def as_user(self, role: Role, command, argv: list[str], capsys, without: str = "") -> tuple[int, str]:
+        """``command`` (a job's main) run as a user holding ``role``'s policy alone (``without`` the statement of
+        that Sid): its exit status and stderr."""
+        document = policy(role, self.scope)
+        document["Statement"] = [s for s in document["Statement"] if s["Sid"] != without]
+        user = self.server.user(f"{role}-{uuid.uuid4().hex[:6]}", document)
         capsys.readouterr()
         with self.server.acting(user):
             code = command(argv)
@@ -199,6 +238,14 @@ class Lake:
         except self.client.exceptions.NoSuchKey:
             written = {}
         return code, written, printed
+
+
+def _kms_over_http(spark) -> bool:
+    """Whether Spark's S3 connector writes SSE-KMS objects over plain HTTP, as moto's server speaks. The AWS
+    SDK v2 (hadoop-aws 3.4 on) does; v1 (hadoop-aws 3.3) refuses any request carrying SSE-KMS (a rename's copy
+    of an SSE-KMS object) without HTTPS, which AWS always has: with it the lake uses SSE-S3."""
+    version = spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+    return tuple(int(n) for n in version.split(".")[:2]) >= (3, 4)
 
 
 @pytest.fixture
@@ -268,15 +315,53 @@ def test_a_day_of_housekeeping_with_each_job_as_its_own_role(spark, lake, capsys
     assert {a["status"] for a in erasure["answers"]} == {"erasure_unconfirmed"}, erasure["answers"]
 
 
+@pytest.mark.slow
+@pytest.mark.s3a
+@pytest.mark.parametrize("role", [Role.INGESTION, Role.UNDO, Role.REPORTS])
+def test_without_the_kms_key_each_job_stops_in_one_line_naming_the_key_and_changes_nothing(spark, lake, capsys, role):
+    """The tables and the housekeeping tables are SSE-KMS objects: a role lacking the key's permission
+    (the vacuum's: below, with each of its statements) exits 1 naming the key, the lake as it was."""
+    if lake.key is None:
+        pytest.skip("SSE-KMS over plain HTTP needs the AWS SDK v2 in Spark's S3 connector (hadoop-aws 3.4 on)")
+    root, removed = lake.table("orders")
+    lake.delivered()
+    if role is not Role.INGESTION:
+        code, printed = lake.as_user(Role.INGESTION, ingest_main, ["--inventory-table", lake.inventory,
+                                                                   "--inventory-root", f"s3://{lake.deliveries}/inventory"],
+                                     capsys)
+        assert code == 0, printed
+    argv = {Role.INGESTION: (ingest_main, ["--inventory-table", lake.inventory, "--inventory-root",
+                                           f"s3://{lake.deliveries}/inventory"]),
+            Role.REPORTS: (reports_main, ["erasure", "--audit-table", lake.audit, "--inventory-table", lake.inventory,
+                                          "--path", removed[0]])}
+    if role is not Role.INGESTION:
+        code, report, printed = lake.vacuum(lake.server.user(f"vacuum-{uuid.uuid4().hex[:6]}",
+                                                             policy(Role.VACUUM, lake.scope)), [root], capsys)
+        assert code == 0 and report["tables"][0]["counts"]["deleted_files"] == len(removed), printed
+    if role is Role.UNDO:
+        argv[role] = (vacuum_main, ["restore", "--run-id", report["run_id"], "--audit-table", lake.audit, "--apply",
+                                    "--s3-endpoint-url", lake.server.endpoint])
+    before = sorted((o.key, o.version_id, o.is_latest) for o in _listing(lake.client, lake.lake))
+
+    code, printed = lake.as_user(role, *argv[role], capsys, without="UseKmsKeysThroughS3")
+
+    assert code == 1 and "Traceback" not in printed, printed
+    named = [line for line in printed.splitlines() if re.search(rf"may not kms:\w+ on {lake.key}: grant it", line)]
+    assert named, printed[-3000:]
+    assert sorted((o.key, o.version_id, o.is_latest) for o in _listing(lake.client, lake.lake)) == before
+
+
 VACUUM_SIDS = [s["Sid"] for s in policy(Role.VACUUM, Scope((Place.of("s3://l/w/"),), Place.of("s3://o/h/i"),
-                                                           Place.of("s3://o/h/a"), Place.of("s3://o/h/r")))["Statement"]
-               if s["Effect"] == "Allow"]
+                                                           Place.of("s3://o/h/a"), Place.of("s3://o/h/r"),
+                                                           kms_keys=(KEY,)))["Statement"] if s["Effect"] == "Allow"]
 
 
 @pytest.mark.slow
 @pytest.mark.s3a
 @pytest.mark.parametrize("sid", VACUUM_SIDS)
 def test_without_any_one_statement_the_vacuum_fails_in_a_line_naming_it_and_deletes_nothing_unplanned(lake, capsys, sid):
+    if sid == "UseKmsKeysThroughS3" and lake.key is None:
+        pytest.skip("SSE-KMS over plain HTTP needs the AWS SDK v2 in Spark's S3 connector (hadoop-aws 3.4 on)")
     root, removed, _, _ = _killed_and_planned(lake)
     document = policy(Role.VACUUM, lake.scope)
     [taken] = [s for s in document["Statement"] if s["Sid"] == sid]

@@ -87,14 +87,21 @@ def test_dry_run_current_versions_and_failures(s3, capsys):
     assert policy["Statement"][0]["Condition"]["ArnLike"]["aws:SourceArn"] == ["arn:aws:s3:::src-a"]
 
 
+_NO_VALUE = object()  # AWS::NoValue: the list item it stands for is left out
+
+
 def _resolve(node, names: dict):
-    """Enough of CloudFormation's intrinsic functions for these templates (Ref, Sub, Join, Split)."""
+    """Enough of CloudFormation's intrinsic functions for these templates (Ref, Sub, Join, Split, If: each
+    condition's value in ``names``)."""
     if isinstance(node, list):
-        return [_resolve(item, names) for item in node]
+        return [item for item in (_resolve(item, names) for item in node) if item is not _NO_VALUE]
     if not isinstance(node, dict):
         return node
     if set(node) == {"Ref"}:
-        return names[node["Ref"]]
+        return _NO_VALUE if node["Ref"] == "AWS::NoValue" else names[node["Ref"]]
+    if set(node) == {"Fn::If"}:
+        condition, then, otherwise = node["Fn::If"]
+        return _resolve(then if names[condition] else otherwise, names)
     if set(node) == {"Fn::Sub"}:
         text, extra = (node["Fn::Sub"], {}) if isinstance(node["Fn::Sub"], str) else node["Fn::Sub"]
         values = {**names, **{k: _resolve(v, names) for k, v in extra.items()}}

@@ -60,7 +60,15 @@ MESSAGES = {
     "boto3 principal": ("An error occurred (AccessDenied) when calling the ListObjectsV2 operation: User: "
                         "arn:aws:sts::123456789012:assumed-role/vacuum/i-0abc is not authorized to perform: "
                         "s3:ListBucket on resource: \"arn:aws:s3:::lake\"",
-                        "access denied: arn:aws:sts::123456789012:assumed-role/vacuum/i-0abc may not s3:ListBucket"),
+                        "access denied: arn:aws:sts::123456789012:assumed-role/vacuum/i-0abc may not s3:ListBucket on "
+                        "arn:aws:s3:::lake: grant it"),
+    "deltalake chain": ("Kernel error -> The operation lacked the necessary privileges to complete for path t/_delta_log/"
+                        "0.json\n  \x1b[31m↳\x1b[0m 403 Forbidden\n   \x1b[31m↳\x1b[0m <Error><Code>AccessDenied</Code>"
+                        "<Message>User\n    \x1b[31m↳\x1b[0m arn:aws:iam::123456789012:user/undo is not authorized to "
+                        "perform\n     \x1b[31m↳\x1b[0m kms:Decrypt on resource\n      \x1b[31m↳\x1b[0m \"arn:aws:kms:"
+                        "eu-west-1:123456789012:key/k-1\" because no identity-based policy allows it</Message></Error>",
+                        "access denied: arn:aws:iam::123456789012:user/undo may not kms:Decrypt on "
+                        "arn:aws:kms:eu-west-1:123456789012:key/k-1: grant it"),
     "no bucket": ("org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://lake-prod/t': Bucket does not exist",
                   "no such bucket: check the bucket name"),
     "sdk no bucket": ("com.amazonaws.services.s3.model.AmazonS3Exception: The specified bucket does not exist "
