@@ -110,7 +110,7 @@ def _select_shard(items, config) -> None:
     ones left it, so that the n processes end together. A unit is a module, or a test the profile lists as
     slow enough to run apart from it (unless it shares a module's fixture with the rest). A unit the profile
     lacks is guessed at ten seconds a slow test, half a second any other."""
-    from tests.durations import shares, unit_seconds
+    from tests.durations import module_of, shares, unit_seconds
 
     index, _, count = SHARD.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
@@ -122,7 +122,7 @@ def _select_shard(items, config) -> None:
     for item in items:
         jars = any(item.get_closest_marker(m) for m in ("delta_jars", "s3a", "jars_too"))
         for run in ({False, True} if item.get_closest_marker("jars_too") else {jars}):
-            unit = units[run][item.nodeid] = item.nodeid if item.nodeid in seconds[run] else item.nodeid.split("::")[0]
+            unit = units[run][item.nodeid] = item.nodeid if item.nodeid in seconds[run] else module_of(item.nodeid)
             guesses[run][unit] += 10.0 if item.get_closest_marker("slow") else 0.5
     totals = [0.0] * int(count)
     share = shares(guesses[False], seconds[False], totals)

@@ -154,10 +154,10 @@ def report(rows: list[dict]) -> str:
         out.append(f"| {name} | {len(group)} | {total:.0f} | " + " | ".join(f"{c:.0f}" for c in causes) + f" | {rest:.0f} |")
     modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
-        modules[_module(row["test"])][_run_name(row)] += _total(row)
+        modules[module_of(row["test"])][_run_name(row)] += _total(row)
     single = once(rows)
     for (test, jars), seconds in single.items():
-        modules[_module(test)][ONCE[jars]] += seconds
+        modules[module_of(test)][ONCE[jars]] += seconds
     names = sorted(runs)
     out += ["", "## By module", "", f"`{ONCE[False]}` and `{ONCE[True]}`: one run of each test (its mean over the runs it "
             "ran in), as `make test` runs it; its shards are balanced by these.", "",
@@ -183,7 +183,8 @@ ONCE = {False: "once", True: "once jars"}  # the columns of one run of each test
 ALONE = 20.0  # seconds from which a test is listed as a unit of its own for make test's shards
 
 
-def _module(test: str) -> str:
+def module_of(test: str) -> str:
+    """The module a test id names (its file)."""
     return test.split("::")[0]
 
 
@@ -213,7 +214,7 @@ def unit_seconds(jars: bool, apart: set[str], path: Path = PROFILE) -> dict[str,
     for cells in _table(text, "Tests a shard may run apart")[1:]:
         if cells[1] == ONCE[jars] and cells[2] in apart:
             seconds[cells[2]] = float(cells[0])
-            seconds[_module(cells[2])] = max(0.0, seconds.get(_module(cells[2]), 0.0) - float(cells[0]))
+            seconds[module_of(cells[2])] = max(0.0, seconds.get(module_of(cells[2]), 0.0) - float(cells[0]))
     return seconds
 
 
