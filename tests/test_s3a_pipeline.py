@@ -7,9 +7,10 @@ the inventory and audit tables live in a bucket; the vacuum deletes with ``Delet
 versioned bucket, restore takes its delete markers away, purge erases the hidden versions; the
 chargeback and the erasure evidence read the same tables. Credentials come from the environment
 (``AWS_ACCESS_KEY_ID``, set before Spark starts), the endpoint from Spark's ``fs.s3a.endpoint`` for
-Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. Each command (``vacuum_jobs``,
-``lake_reports``) also runs from its command line in a process of its own, set up the same way through
-``PYSPARK_SUBMIT_ARGS``; the chargeback's command line runs in this process.
+Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. The commands run from their command lines;
+one (``lake_reports erasure``) in a process of its own, set up the same way through
+``PYSPARK_SUBMIT_ARGS``: a fresh driver finding Delta's jars and the S3 connector in its launch
+settings is lakeio.spark's, the same for every command.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tests.lakes import now_ms, ours, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.restore_purge import purge, restore
 
@@ -231,7 +233,8 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
 @pytest.mark.jars_too
 def test_job_2_from_its_command_line_finds_plans_and_deletes_through_the_s3_api_and_reports_there(spark, s3, s3_endpoint,
                                                                                                   tmp_path):
-    """Job 2 on its own, as a user runs it: tables found in the inventory, the report and the audit written to S3."""
+    """Job 2 on its own, from its command line: tables found in the inventory, the report and the audit
+    written to S3."""
     lake, housekeeping, table = _lake(spark, s3)
     s3.put_object(Bucket=lake, Key="warehouse/orders/stale-orphan.parquet", Body=b"left by a failed job")
     rows = _rows(spark, table)
@@ -244,8 +247,10 @@ def test_job_2_from_its_command_line_finds_plans_and_deletes_through_the_s3_api_
     s3.put_object(Bucket=lake, Key=f"warehouse/orders/_delta_log/.tmp/00000000000000000009.json.{uuid.uuid4()}", Body=b"")
     live = _live_keys(s3, lake)
 
-    _job(s3_endpoint, "vacuum_jobs", "--inventory-table", inventory, "--discover", "--retain-hours", "0",
-         "--force-retention", "--apply", "--audit-table", audit, "--report", report, "--history", cwd=tmp_path)
+    # The endpoint named: this process's Python workers began before the fixture set AWS_ENDPOINT_URL.
+    assert vacuum_main(["--inventory-table", inventory, "--discover", "--retain-hours", "0", "--force-retention",
+                        "--apply", "--audit-table", audit, "--report", report, "--history",
+                        "--s3-endpoint-url", s3_endpoint]) == 0
 
     [vacuumed] = _json(s3, report)["tables"]
     assert vacuumed["status"] == "vacuumed" and vacuumed["table"].endswith(f"{lake}/warehouse/orders"), vacuumed
