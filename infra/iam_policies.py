@@ -170,8 +170,8 @@ def policy(role: Role, scope: Scope) -> dict[str, Any]:
             statements += _listing([("VersionsUnderTables", t) for t in scope.tables], "s3:ListBucketVersions")
     elif role is Role.UNDO:
         statements += [*_listing([("VersionsUnderTables", t) for t in scope.tables], "s3:ListBucketVersions"),
-                       _allow("ReadBucketRules", ["s3:GetBucketVersioning", "s3:GetLifecycleConfiguration"],
-                              lake_buckets),
+                       # informs, never decides: without it a purge warns that it could not read them
+                       _allow("ReadLifecycleRules", ["s3:GetLifecycleConfiguration"], lake_buckets),
                        _allow("DeleteVersionsUnderTables", ["s3:DeleteObjectVersion"], tables),
                        _allow("ReadObjectLocksUnderTables", ["s3:GetObjectVersion", "s3:GetObjectRetention",
                                                              "s3:GetObjectLegalHold"], tables)]

@@ -18,7 +18,15 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
 from lakeio import uris
 from lakeio.catalog import CatalogError
-from lakeio.cli import add_common_arguments, iso_date, one_line_errors, open_session, place, report_out
+from lakeio.cli import (
+    add_common_arguments,
+    check_report_destination,
+    iso_date,
+    one_line_errors,
+    open_session,
+    place,
+    report_out,
+)
 from lakeio.deprecation import warn_old_flags
 from lakeio.inventory import PARTITION_COLUMNS, held_partitions
 from lakeio.storage import Storage
@@ -93,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = open_session("inventory_etl", parser, args)
     if args.migrate_from:
         return _migrate(spark, args.migrate_from, args.inventory_table)
+    if why := check_report_destination(spark, args.report):
+        print(f"error: {why}; nothing was ingested", file=sys.stderr)
+        return 1
     notes = []
     if args.inventory_root:
         held = held_partitions(uris.to_uri(args.inventory_table))

@@ -24,6 +24,7 @@ from lakeio.cli import (
     add_common_arguments,
     add_version_argument,
     as_flag,
+    check_report_destination,
     iso_date,
     make_folder,
     one_line_errors,
@@ -151,6 +152,9 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.out:
         parser.error("--out goes with --request-id (the folder its documents go to)")
     spark = open_session("lake_reports.erasure", parser, args)
+    if why := check_report_destination(spark, args.report):  # before the tables are read
+        print(f"error: {why}", file=sys.stderr)
+        return 1
     try:
         report = ErasureEvidence(spark, options).execute(args.path, commits)
     except (ErasureError, CatalogError) as exc:

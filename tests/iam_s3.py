@@ -15,7 +15,10 @@ falls short of AWS's documented rules, this server follows AWS:
 - an SSE-KMS object's key is used by S3 for the caller, who must hold the KMS permission on it
   (through S3: ``kms:ViaService``): ``kms:Decrypt`` to GET it or copy from it, ``kms:GenerateDataKey``
   to write one (a PUT, a copy's target, a multipart upload begun), under the key asked for or the
-  bucket's default; a HEAD, a delete and SSE-S3 need none. moto stores the key but asks nobody.
+  bucket's default; a HEAD, a delete and SSE-S3 need none. moto stores the key but asks nobody;
+- a HEAD of a version needs ``s3:GetObjectVersion`` (moto asks ``s3:GetObject``), and its answer shows
+  the version's Object Lock retention only to a caller with ``s3:GetObjectRetention``, its legal hold
+  only with ``s3:GetObjectLegalHold``.
 
 moto evaluates no ``StringLike`` condition, so a ``ListBucket`` statement's ``s3:prefix``
 scoping is not enforced here (``tests/test_iam_policies.py`` checks the documents themselves).
@@ -49,6 +52,9 @@ def _acting() -> str | None:
 
 
 REGION = "us-east-1"  # the server's, where its KMS keys live
+# A HEAD's Object Lock headers, each shown only to a caller holding its permission.
+LOCK_HEADERS = {"s3:GetObjectRetention": ("x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date"),
+                "s3:GetObjectLegalHold": ("x-amz-object-lock-legal-hold",)}
 
 
 def _decision(user: str, action: str, resource: str) -> bool:
@@ -94,7 +100,11 @@ def _kms_needed(response: Any, action: str, resource: str) -> list[tuple[str, st
 
 
 def _denied(user: str, action: str, resource: str) -> Exception:
+    """AWS's refusal, noted in the refusals file (:meth:`IamS3.refused`)."""
     from moto.s3.exceptions import S3AccessDeniedError, S3ClientError
+
+    with open(_refusals(Path(os.environ[ACTING])), "a") as noted:
+        noted.write(f"{user} {action} {resource}\n")
 
     error = S3AccessDeniedError()
     S3ClientError.__init__(error, "AccessDenied", f"User: arn:aws:iam::{ACCOUNT}:user/{user} is not authorized to "
@@ -117,6 +127,8 @@ def _patch() -> None:
         if user is None or iam_request_cls is not S3IAMRequest:
             return authorize(self, iam_request_cls, resource)  # moto's own: with no auth configured, a pass
         action = f"s3:{self._get_action()}"
+        if action == "s3:GetObject" and self.method == "HEAD" and "versionId" in self.querystring:
+            action = "s3:GetObjectVersion"
         if action == "s3:DeleteObject" and "/" not in resource.split(":::", 1)[1]:
             return None  # a DeleteObjects: decided key by key, below
         if not _decision(user, action, resource):
@@ -156,8 +168,22 @@ def _patch() -> None:
         text = body.decode() if isinstance(body, bytes) else body
         return status, headers, re.sub(r"(</DeleteResult>)\s*$", lambda m: errors + m.group(1), text)
 
+    head_object = S3Response.head_object
+
+    def locks_shown_as_allowed(self: Any, bucket_name: str, query: dict[str, Any], key_name: str,
+                               headers: dict[str, Any]) -> Any:
+        status, answer, body = head_object(self, bucket_name, query, key_name, headers)
+        user = _acting()
+        if user is not None:
+            resource = f"arn:aws:s3:::{bucket_name}/{key_name}"
+            for action, names in LOCK_HEADERS.items():
+                if not _decision(user, action, resource):
+                    answer = {k: v for k, v in answer.items() if k.lower() not in names}
+        return status, answer, body
+
     ActionAuthenticatorMixin._authenticate_and_authorize_action = as_acting  # type: ignore[method-assign]
     S3Response._bucket_response_delete_keys = key_by_key  # type: ignore[method-assign]
+    S3Response.head_object = locks_shown_as_allowed  # type: ignore[method-assign]
 
 
 class IamS3:
@@ -168,6 +194,7 @@ class IamS3:
 
         self.endpoint = endpoint
         self._acting_file = acting_file
+        self._refusals = _refusals(acting_file)
         self.iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1")
 
     def user(self, name: str, policy: dict[str, Any]) -> str:
@@ -175,6 +202,12 @@ class IamS3:
         self.iam.create_user(UserName=name)
         self.iam.put_user_policy(UserName=name, PolicyName="job", PolicyDocument=json.dumps(policy))
         return name
+
+    def refused(self) -> list[str]:
+        """Each request refused since the last call, as ``user action resource``."""
+        lines = self._refusals.read_text().splitlines() if self._refusals.exists() else []
+        self._refusals.write_text("")
+        return lines
 
     @contextmanager
     def acting(self, user: str) -> Iterator[None]:
@@ -184,6 +217,10 @@ class IamS3:
             yield
         finally:
             self._acting_file.write_text("")
+
+
+def _refusals(acting_file: Path) -> Path:
+    return acting_file.with_name(acting_file.name + ".refused")
 
 
 @contextmanager

@@ -365,7 +365,7 @@ class S3BatchDeleter:
             else:
                 keys = [{"Key": key}]
             by_prefix.setdefault((bucket, target.table_root), []).extend((entry, target) for entry in keys)
-        for bucket in sorted({bucket for bucket, _ in by_prefix}):
+        for bucket in sorted({bucket for (bucket, _), entries in by_prefix.items() if _unversioned(entries)}):
             self._suspended(bucket)  # asked once, before the prefixes' threads read it
         groups = [(bucket, entries) for (bucket, _), entries in by_prefix.items()]
         if len(groups) <= 1 or self.settings.prefixes_at_once == 1:
@@ -386,7 +386,7 @@ class S3BatchDeleter:
         remaining: dict[Target, int] = {}
         for _entry, target in entries:
             remaining[target] = remaining.get(target, 0) + 1
-        suspended = self._suspended(bucket)
+        suspended = _unversioned(entries) and self._suspended(bucket)
         start = 0
         while start < len(entries):
             batch = entries[start:start + pace.batch(self.settings.batch_size)]
@@ -451,17 +451,24 @@ class S3BatchDeleter:
     def _refusal(self, bucket: str, entry: dict[str, Any], error: dict[str, str]) -> str:
         """S3's refusal of one key, as the audit records it; where S3 Object Lock keeps the version, the
         lock (its date and mode, or the legal hold), read from the version's own headers (asked only where
-        S3 says a lock refused it: a role without the permission gets no request per key)."""
+        S3 says a lock refused it). Where the role may not read the lock, the refusal says which permission
+        would have named it."""
         described = _described(error.get("Code"), error.get("Message", ""))
         if error.get("Code") != "AccessDenied" or "VersionId" not in entry or "lock" not in error.get("Message", "").lower():
             return described
+        refused, where = f"AccessDenied: {error.get('Message', '')}", f"s3://{bucket}/{entry['Key']}"
         try:
             lock = Lock.of_head(entry["VersionId"], self.client.head_object(Bucket=bucket, Key=entry["Key"],
                                                                             VersionId=entry["VersionId"]))
-        except Exception:  # noqa: BLE001 - S3's own words then stand alone
-            return described
+        except Exception as exc:  # noqa: BLE001 - S3's own words, and why the lock is not named
+            status = _error_code(exc)[1]
+            why = "naming it needs s3:GetObjectVersion on " + where if status == 403 else first_line(exc, 160)
+            return f"{refused}; its lock not read: {why}"
+        if lock is None:  # S3 shows a version's lock only to a role that may read it
+            return (f"{refused}; its lock not shown: naming it needs s3:GetObjectRetention and "
+                    f"s3:GetObjectLegalHold on {where}")
         now_ms = epoch_ms()
-        if lock is None or not lock.holds_at(now_ms):
+        if not lock.holds_at(now_ms):
             return described
         bypass = ("; governance mode: purge --bypass-governance-retention deletes it (with "
                   "s3:BypassGovernanceRetention)" if lock.mode == GOVERNANCE and not lock.legal_hold
@@ -495,6 +502,12 @@ def _answered(entry: dict[str, Any], failed: dict[tuple[str, str | None], dict[s
     if error is not None or (listed and (version is None or version in listed or None in listed)):
         return error
     return {"Code": UNCONFIRMED, "Message": "the answer lists it neither deleted nor failed"}
+
+
+def _unversioned(entries: list[tuple[dict[str, Any], Target]]) -> bool:
+    """Whether any of these deletes names no version (a vacuum's: it may leave a delete marker, which
+    the bucket's versioning state explains); a restore's and a purge's each name one."""
+    return any("VersionId" not in entry for entry, _ in entries)
 
 
 def _final(marker: str, target: Target, suspended: bool) -> bool:
