@@ -8,7 +8,8 @@ nobody named, every request passes, for the test's own set-up and checks. Where 
 falls short of AWS's documented rules, this server follows AWS:
 
 - a ``DeleteObjects`` is authorized key by key (``s3:DeleteObject``, or ``s3:DeleteObjectVersion``
-  for a key asked with a version), never as one request on the bucket; a refused key is an
+  for a key asked with a version; with ``x-amz-bypass-governance-retention``, also
+  ``s3:BypassGovernanceRetention``), never as one request on the bucket; a refused key is an
   ``AccessDenied`` entry of the answer, the rest are deleted;
 - a refusal names the user, the action and the resource, as AWS's ``AccessDenied`` messages do
   for requests within an account;
@@ -148,11 +149,14 @@ def _patch() -> None:
         objects = request["Delete"].get("Object", [])
         objects = objects if isinstance(objects, list) else [objects]
         refused = []
+        bypass = self.headers.get("x-amz-bypass-governance-retention", "").lower() == "true"
         for entry in objects:
-            action = "s3:DeleteObjectVersion" if entry.get("VersionId") else "s3:DeleteObject"
             resource = f"arn:aws:s3:::{bucket_name}/{entry['Key']}"
-            if not _decision(user, action, resource):
-                refused.append((entry, _denied(user, action, resource)))
+            for action in ("s3:DeleteObjectVersion" if entry.get("VersionId") else "s3:DeleteObject",
+                           *(["s3:BypassGovernanceRetention"] if bypass else [])):
+                if not _decision(user, action, resource):
+                    refused.append((entry, _denied(user, action, resource)))
+                    break
         allowed = [e for e in objects if all(e is not r for r, _ in refused)]
         if allowed:
             request["Delete"]["Object"] = allowed

@@ -209,10 +209,12 @@ class Lake:
             if path.is_file():
                 self.client.upload_file(str(path), self.deliveries, f"inventory/{path.relative_to(local)}")
 
-    def as_user(self, role: Role, command, argv: list[str], capsys, without: str = "") -> tuple[int, str]:
+    def as_user(self, role: Role, command, argv: list[str], capsys, without: str = "",
+                scope: Scope | None = None) -> tuple[int, str]:
         """``command`` (a job's main) run as a user holding ``role``'s policy alone (``without`` the statement of
-        that Sid): its exit status, and what it printed (its summary, then stderr)."""
-        document = policy(role, self.scope)
+        that Sid; for ``scope``, the lake's by default): its exit status, and what it printed (its summary,
+        then stderr)."""
+        document = policy(role, scope or self.scope)
         document["Statement"] = [s for s in document["Statement"] if s["Sid"] != without]
         user = self.server.user(f"{role}-{uuid.uuid4().hex[:6]}", document)
         capsys.readouterr()
@@ -404,12 +406,13 @@ class Housekept:
     """A lake its jobs have been over: an inventory ingested, a vacuum run that deleted two files of each
     table (``restore-<Sid>`` and ``purge-<Sid>``: one a restore may change, one a purge may, for each of the
     undo role's statements), and a delivery of S3 Inventory waiting in the deliveries bucket. The lake's
-    bucket has S3 Object Lock on; a legal hold keeps a version of ``purge-ReadObjectLocksUnderTables``."""
+    bucket has S3 Object Lock on: a legal hold keeps a version of ``purge-ReadObjectLocksUnderTables``; of
+    table ``locked``'s two, governance-mode retention keeps one, a legal hold the other."""
 
     def __init__(self, lake: Lake):
         self.lake = lake
-        self.tables = {f"{command}-{sid}": lake.table(f"{command}-{sid}")
-                       for sid in SIDS[Role.UNDO] for command in ("restore", "purge")}
+        self.tables = {name: lake.table(name) for name in [
+            *(f"{command}-{sid}" for sid in SIDS[Role.UNDO] for command in ("restore", "purge")), "locked"]}
         lake.inventory_taken()
         lake.delivered()
         report = lake.tmp_path / "vacuum.json"
@@ -419,9 +422,19 @@ class Housekept:
                             "--s3-endpoint-url", lake.server.endpoint])
         assert code == 0
         self.run_id = json.loads(report.read_text())["run_id"]
-        held = self.tables["purge-ReadObjectLocksUnderTables"][1][0].split("/", 3)[3]
-        [version] = [o.version_id for o in _listing(lake.client, lake.lake) if o.key == held and not o.is_delete_marker]
-        lake.client.put_object_legal_hold(Bucket=lake.lake, Key=held, VersionId=version, LegalHold={"Status": "ON"})
+        self.until = (datetime.now(timezone.utc) + timedelta(days=30)).replace(microsecond=0)
+        governed, held = self.tables["locked"][1]
+        for path in (self.tables["purge-ReadObjectLocksUnderTables"][1][0], held):
+            lake.client.put_object_legal_hold(**self.hidden(path), LegalHold={"Status": "ON"})
+        lake.client.put_object_retention(**self.hidden(governed), Retention={"Mode": "GOVERNANCE",
+                                                                             "RetainUntilDate": self.until})
+
+    def hidden(self, path: str) -> dict[str, str]:
+        """The version of ``path`` the vacuum's delete marker hides, as boto3 names it."""
+        key = path.split("/", 3)[3]
+        [version] = [o.version_id for o in _listing(self.lake.client, self.lake.lake)
+                     if o.key == key and not o.is_delete_marker]
+        return {"Bucket": self.lake.lake, "Key": key, "VersionId": version}
 
     def versions(self, bucket: str, prefix: str = "") -> set[tuple[str, str]]:
         return {(o.key, o.version_id) for o in _listing(self.lake.client, bucket) if o.key.startswith(prefix)}
@@ -509,6 +522,38 @@ def test_without_any_one_statement_a_restore_or_a_purge_fails_in_a_line_naming_i
     codes = [code for _, code, _ in outcomes]
     assert codes == ([0, 0] if sid in INFORMING else [0] * (len(codes) - 1) + [1]), (sid, outcomes, printed[-3000:])
     assert outcomes[-1][2], (sid, outcomes, printed[-3000:])
+
+
+@pytest.mark.slow
+@pytest.mark.s3a
+def test_the_undo_role_names_each_lock_a_purge_meets_and_bypasses_governance_only_when_its_policy_says_so(
+        housekeeping, capsys):
+    """With its whole policy the purge names each lock and its date; told to bypass governance by a role
+    whose policy does not say so, it names the permission S3 refused (the table is named ``locked``: S3's
+    refusal, not a word in a path, tells a lock); with the bypass granted, only the legal hold stays."""
+    lake = housekeeping.lake
+    root, (governed, held) = housekeeping.tables["locked"]
+    purge = ["purge", "--older-than-days", "0", "--table", root, "--audit-table", lake.audit, "--apply",
+             "--s3-endpoint-url", lake.server.endpoint]
+    day = housekeeping.until.strftime("%Y-%m-%dT%H:%M:%S")
+
+    code, printed = lake.as_user(Role.UNDO, vacuum_main, purge, capsys)
+    assert code == 1, printed
+    assert [line for line in printed.splitlines() if governed in line and f"locked until {day}" in line
+            and "governance mode" in line], printed
+    assert [line for line in printed.splitlines() if held in line and "under a legal hold" in line], printed
+
+    code, printed = lake.as_user(Role.UNDO, vacuum_main, [*purge, "--bypass-governance-retention"], capsys)
+    assert code == 1 and _naming(printed.splitlines(), {"Action": "s3:BypassGovernanceRetention",
+                                                        "Resource": f"arn:aws:s3:::{lake.lake}/warehouse/*"}), printed
+    assert lake.client.head_object(**housekeeping.hidden(governed))  # still there
+
+    bypassing = replace(lake.scope, bypass_governance=True)
+    code, printed = lake.as_user(Role.UNDO, vacuum_main, [*purge, "--bypass-governance-retention"], capsys,
+                                 scope=bypassing)
+    assert code == 1 and "under a legal hold" in printed, printed  # the hold stays: no flag bypasses it
+    versions = {o.key for o in _listing(lake.client, lake.lake) if not o.is_delete_marker}
+    assert governed.split("/", 3)[3] not in versions and held.split("/", 3)[3] in versions
 
 
 @pytest.mark.slow

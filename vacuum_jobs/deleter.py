@@ -37,6 +37,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -454,7 +455,7 @@ class S3BatchDeleter:
         S3 says a lock refused it). Where the role may not read the lock, the refusal says which permission
         would have named it."""
         described = _described(error.get("Code"), error.get("Message", ""))
-        if error.get("Code") != "AccessDenied" or "VersionId" not in entry or "lock" not in error.get("Message", "").lower():
+        if error.get("Code") != "AccessDenied" or "VersionId" not in entry or not _LOCKED.search(error.get("Message", "")):
             return described
         refused, where = f"AccessDenied: {error.get('Message', '')}", f"s3://{bucket}/{entry['Key']}"
         try:
@@ -502,6 +503,11 @@ def _answered(entry: dict[str, Any], failed: dict[tuple[str, str | None], dict[s
     if error is not None or (listed and (version is None or version in listed or None in listed)):
         return error
     return {"Code": UNCONFIRMED, "Message": "the answer lists it neither deleted nor failed"}
+
+
+# S3's words for a delete Object Lock refused (AWS's and moto's), not a policy's refusal: its resource may
+# name a table "locked" or "blocks".
+_LOCKED = re.compile(r"protected by object lock", re.IGNORECASE)
 
 
 def _unversioned(entries: list[tuple[dict[str, Any], Target]]) -> bool:
