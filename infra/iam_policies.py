@@ -90,11 +90,13 @@ class Scope:
 
 
 def kms_region(arn: str) -> str:
-    """The region of a KMS key's ARN; a ValueError for anything else (an alias names no key in a policy)."""
-    found = re.fullmatch(r"arn:aws[\w-]*:kms:([\w-]+|\$\{AWS::Region\}):(\d{12}|\$\{AWS::AccountId\}):key/[^\s/]+", arn)
+    """The region of a KMS key's ARN; a ValueError for anything else (an alias names no key in a policy; the
+    policies name S3 in the aws partition, and S3's service name in kms:ViaService is that partition's)."""
+    found = re.fullmatch(r"arn:aws:kms:([\w-]+|\$\{AWS::Region\}):(\d{12}|\$\{AWS::AccountId\}):key/[^\s/]+", arn)
     if found is None:
         raise ValueError(f"{arn}: expected a KMS key's ARN, arn:aws:kms:<region>:<account>:key/<key id> (a policy "
-                         "cannot name a key by its alias)")
+                         "cannot name a key by its alias; the policies are written for the aws partition, not "
+                         "aws-cn or aws-us-gov)")
     return found.group(1)
 
 

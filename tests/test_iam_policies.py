@@ -94,7 +94,7 @@ def test_no_statement_grants_a_wildcard_action_a_whole_bucket_or_an_unscoped_lis
 
 
 @pytest.mark.parametrize("key", ["alias/lake", "arn:aws:kms:eu-west-1:123456789012:alias/lake", "0b1c2d3e",
-                                 "arn:aws:s3:::lake-a"])
+                                 "arn:aws:s3:::lake-a", "arn:aws-cn:kms:cn-north-1:123456789012:key/0b1c2d3e"])
 def test_a_kms_key_not_named_by_its_arn_is_refused_by_the_command(key, capsys):
     from infra.iam_policies import main
 
