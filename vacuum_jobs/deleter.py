@@ -465,9 +465,9 @@ class S3BatchDeleter:
             status = _error_code(exc)[1]
             why = "naming it needs s3:GetObjectVersion on " + where if status == 403 else first_line(exc, 160)
             return f"{refused}; its lock not read: {why}"
-        if lock is None:  # S3 shows a version's lock only to a role that may read it
+        if lock is None:  # S3 shows a version's lock only to a role that may read it (or the lock just ended)
             return (f"{refused}; its lock not shown: naming it needs s3:GetObjectRetention and "
-                    f"s3:GetObjectLegalHold on {where}")
+                    f"s3:GetObjectLegalHold on {where}, unless it ended since")
         now_ms = epoch_ms()
         if not lock.holds_at(now_ms):
             return described
