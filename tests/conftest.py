@@ -189,12 +189,10 @@ def s3_endpoint():
 def s3(spark, s3_endpoint, monkeypatch):
     """Spark's S3 connector (hadoop-aws: tests marked ``s3a``; ``s3://`` mapped to it, as on a cluster outside
     EMR) and the Python clients pointed at moto's server; a boto3 client."""
-    from tests.s3_faults import s3a_settings
+    from tests.s3_faults import point_s3a_at
     from vacuum_jobs.deleter import S3BatchDeleter
 
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in s3a_settings(s3_endpoint).items():
-        conf.set(key, value)
+    point_s3a_at(spark, s3_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
     return S3BatchDeleter.make_client(s3_endpoint)

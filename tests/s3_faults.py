@@ -99,6 +99,13 @@ def moto_server(authenticated_after: int | None = None, module: str = "moto.serv
             server.wait(timeout=30)
 
 
+def point_s3a_at(spark, endpoint: str) -> None:
+    """Spark's S3 connector at ``endpoint``, for the session (:func:`s3a_settings` in its Hadoop settings)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_settings(endpoint).items():
+        conf.set(key, value)
+
+
 def s3a_settings(endpoint: str) -> dict[str, str]:
     """The Hadoop settings that point Spark's S3 connector at ``endpoint`` (``s3://`` mapped to it too)."""
     return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
