@@ -116,9 +116,45 @@ def test_every_test_id_is_the_same_in_every_collection():
     assert first and first == second, sorted(set(first) ^ set(second))[:10]
 
 
+# Collections of the whole suite in one process, each with its own environment: conftest is imported
+# afresh for each (it reads the environment once), the test modules once for all.
+_COLLECTIONS = """
+import json, os, sys
+import pytest
+
+class Ids:
+    def pytest_collection_finish(self, session):
+        self.found = [item.nodeid for item in session.items]
+
+found = []
+for args, env in json.loads(sys.argv[1]):
+    for name in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    for name in [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == sys.argv[3]]:
+        del sys.modules[name]
+    ids = Ids()
+    if pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *args], plugins=[ids]) != 0:
+        sys.exit(f"collection {args} {env} failed")
+    found.append(ids.found)
+with open(sys.argv[2], "w") as out:
+    json.dump(found, out)
+"""
+
+
+def _collections(tmp_path: Path, *runs: tuple[list[str], dict[str, str]]) -> list[list[str]]:
+    """The test ids each of ``runs`` (pytest's arguments, its own variables) selects."""
+    found = tmp_path / "collected.json"
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS, json.dumps(runs), str(found), str(ROOT / "tests" / "conftest.py")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k not in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS")})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(found.read_text())
+
+
 @pytest.mark.slow  # six collections of the whole suite
-def test_make_tests_shards_run_each_test_of_each_run_exactly_once():
+def test_make_tests_shards_run_each_test_of_each_run_exactly_once(tmp_path):
     for markers, env in (("not delta_jars and not s3a", {}), ("delta_jars or s3a or jars_too", {"LAKE_TEST_JARS": "x"})):
-        whole = _collected("-m", markers, **env)
-        shards = [_collected("-m", markers, LAKE_TEST_SHARD=f"{i}/2", **env) for i in (1, 2)]
+        whole, *shards = _collections(tmp_path, *[(["-m", markers], {**env, **shard}) for shard in
+                                                  ({}, {"LAKE_TEST_SHARD": "1/2"}, {"LAKE_TEST_SHARD": "2/2"})])
         assert sorted(shards[0] + shards[1]) == sorted(whole) and all(shards), (markers, len(whole), *map(len, shards))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.inventory import read_inventory
 from lakeio.storage import Storage
+from tests.syscall_kill import run_killed_at
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses, killed mid-write
 
@@ -139,28 +139,19 @@ COMMIT_MOVES = "link,linkat,rename,renameat,renameat2"
 
 
 def test_a_run_killed_at_its_first_commit_leaves_no_table_the_rerun_refuses(spark, tmp_path):
-    """SIGKILL at the very system call that would put ``00000000000000000000.json`` in place
-    (strace's fault injection, matched on that path; the call fails too, however soon the signal
-    lands): whatever the writer staged stays in
-    ``_delta_log/``, no table yet. deltalake's commit only: Delta's JVM writer renames from a
-    random name, which strace's path filter cannot single out (test_ingest_overlap leaves its
-    staged names in a log by hand)."""
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            pytest.fail("strace is missing: .ci/run installs it")
-        pytest.skip("needs strace (apt-get install strace) to kill the job at its commit's system call")
+    """SIGKILL at the very system call that would put ``00000000000000000000.json`` in place, which never
+    runs (tests.syscall_kill): whatever the writer staged stays in ``_delta_log/``, no table yet.
+    deltalake's commit only: Delta's JVM writer renames from a random name, which strace's path filter
+    cannot single out (test_ingest_overlap leaves its staged names in a log by hand)."""
     root, table = tmp_path / "dest", tmp_path / "inv"
     expected = _deliveries(root, buckets=2, rows=1_000)
     first_commit = table / "_delta_log" / f"{0:020d}.json"
-    job = subprocess.run(
-        ["strace", "-f", "-qq", "-o", os.devnull, "-P", str(first_commit),  # no --seccomp-bpf: 6.1 drops the signal
-         "-e", f"trace={COMMIT_MOVES}", "-e", f"inject={COMMIT_MOVES}:error=EIO:signal=SIGKILL",
-         sys.executable, "-m", "inventory_etl", "--inventory-table", str(table), "--inventory-root", str(root),
-         "--master", "local[2]"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    job = run_killed_at([sys.executable, "-m", "inventory_etl", "--inventory-table", str(table),
+                         "--inventory-root", str(root), "--master", "local[2]"], first_commit, COMMIT_MOVES,
+                        tmp_path, ROOT)
     staged = sorted(p.name for p in (table / "_delta_log").iterdir())
-    assert job.returncode == -signal.SIGKILL and not first_commit.exists() and staged, (job.returncode, staged,
-                                                                                          job.stderr[-2000:])
+    assert job.died_of_the_kill() and job.returncode == -signal.SIGKILL, (job.returncode, job.stderr[-2000:])
+    assert not first_commit.exists() and staged, staged
 
     result = _rerun(spark, table, root)
 

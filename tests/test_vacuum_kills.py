@@ -1,12 +1,12 @@
 """A vacuum killed part way, then run again: nothing a table needs is lost, every deleted file is in
 the audit exactly once as ``deleted``, and no journal is left behind.
 
-``python -m vacuum_jobs`` runs in a process of its own under strace, which sends SIGKILL at a named
-system call: the ``unlink`` of one planned file (the Python worker deleting it dies, and the run
-fails with it, exit 1: some files deleted and none recorded), the ``link`` that would put the
-audit's next commit in place (the driver dies: every file deleted, nothing recorded), or the one
-of a table's ``VACUUM END``. Each test checks in strace's own lines that the call's process died
-of the signal, and the driver's exit status. The re-run in the test session reads the killed
+``python -m vacuum_jobs`` runs in a process of its own, killed (SIGKILL, tests.syscall_kill) at a
+named system call, which never runs: the ``unlink`` of one planned file (the Python worker deleting
+it dies, and the run fails with it, exit 1: some files deleted and none recorded), the ``link`` that
+would put the audit's next commit in place (the driver dies: every file deleted, nothing recorded),
+or the one of a table's ``VACUUM END``. Each test checks in strace's own lines that the call's
+process died of the signal, and the driver's exit status. The re-run in the test session reads the killed
 run's note back (vacuum_jobs.interrupted). ``VACUUM_SOAK_RUNS`` (default 1) sets how many more
 rounds kill at a randomly chosen planned file; ``SOAK_SEED`` picks them.
 """
@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,6 +27,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakeio.audit import verify_chain
 from tests.lakes import inventory_of, ours, vacuum
+from tests.syscall_kill import Killed, run_killed_at
 
 pytestmark = pytest.mark.slow  # vacuum runs in subprocesses, killed mid-run
 
@@ -51,22 +50,14 @@ def _needed(table: Path) -> set[Path]:
     return {Path(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()}
 
 
-def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls: str,
-                traced: Path) -> subprocess.CompletedProcess:
-    """The vacuum, SIGKILLed by strace at the first of ``calls`` on path ``at``; that call fails as well,
-    so that nothing it would have done is done, however soon the signal lands. Traced without
-    ``--seccomp-bpf``: with it, strace 6.1 injects the error and never delivers the signal. strace's
-    own lines go to ``traced``: the call, and how each process ended."""
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            pytest.fail("strace is missing: .ci/run installs it")
-        pytest.skip("needs strace (apt-get install strace) to kill the run at a system call")
-    return subprocess.run(
-        ["strace", "-f", "-q", "-o", str(traced), "-P", str(at), "-e", f"trace={calls}",
-         "-e", f"inject={calls}:error=EIO:signal=SIGKILL", sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory,
+def _killed_run(tables: list[Path], inventory: str, audit: Path, at: Path, calls: str, in_driver: bool,
+                work: Path) -> Killed:
+    """The vacuum, killed at the first of ``calls`` on path ``at`` (tests.syscall_kill)."""
+    return run_killed_at(
+        [sys.executable, "-m", "vacuum_jobs", "--inventory-table", inventory,
          *[a for t in tables for a in ("--table", str(t))], "--retain-hours", "0", "--force-retention",
-         "--apply", "--audit-table", str(audit), "--master", "local[2]"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True)
+         "--apply", "--audit-table", str(audit), "--master", "local[2]"], at, calls, work, ROOT,
+        in_workers=not in_driver)
 
 
 def _kill_then_rerun(spark, tmp_path: Path, pick, ends: dict[str, set[tuple[str, bool]]]) -> None:
@@ -84,11 +75,11 @@ def _kill_then_rerun(spark, tmp_path: Path, pick, ends: dict[str, set[tuple[str,
     needed = {t: _needed(t) for t in tables}
     at, calls, in_driver = pick(candidates, audit)
 
-    killed = _killed_run(tables, inventory, audit, at, calls, tmp_path / "strace.log")
+    killed = _killed_run(tables, inventory, audit, at, calls, in_driver, tmp_path)
 
     # The process that made the call died of the signal: the driver (the run's own exit status), or the worker
     # deleting the file, after which the driver's job fails.
-    assert "+++ killed by SIGKILL +++" in (tmp_path / "strace.log").read_text(), killed.stderr[-2000:]
+    assert killed.died_of_the_kill(), (killed.traced[-2000:], killed.stderr[-2000:])
     assert killed.returncode == (-signal.SIGKILL if in_driver else 1), (killed.returncode, killed.stderr[-2000:])
     gone_before_rerun = {c for c in candidates if not c.exists()}
     assert at not in candidates or at not in gone_before_rerun  # killed before that very file went
