@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import date, timedelta
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import audit_journal, uris
@@ -35,7 +35,7 @@ from lakeio.steps import Steps
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import epoch_ms
-from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, key_versions, where_reachable
+from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, Named, S3BatchDeleter, key_versions, where_reachable
 from vacuum_jobs.history import HistoryOf, close_killed_run, history_writer
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def _may_be_running(host: str, pid: int, noted_ms: int, run_id: str) -> bool:
     return noted_ms > (time.time() - DEAD_AFTER.total_seconds()) * 1000
 
 
-def _looked_at(rows: Iterable[Row], settings: DeleteSettings, run_id: str, storage: Storage | None
+def _looked_at(rows: Iterable[Named], settings: DeleteSettings, run_id: str, storage: Storage | None
                ) -> Iterator[tuple[object, ...]]:
     """The outcome of each noted file that is no longer in its place (one task's share, or the
     driver's through Hadoop for other stores)."""

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -62,6 +62,7 @@ from lakeio.text import StrEnum, first_line
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from vacuum_jobs.deleter import (
     DeleteSettings,
+    Named,
     S3BatchDeleter,
     Target,
     cap_share,
@@ -390,7 +391,7 @@ class Undo:
 _UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
 
 
-def _act(rows: Iterable[Row], done: AuditAction, settings: DeleteSettings, keys_per_second: float | None, dry_run: bool,
+def _act(rows: Iterable[Named], done: AuditAction, settings: DeleteSettings, keys_per_second: float | None, dry_run: bool,
          files: Files | None = None) -> Iterator[tuple[Any, ...]]:
     """One task's share (or the driver's, for Hadoop stores: ``files``). Files in a trash folder are
     moved back or deleted one by one; on S3 each key's versions are checked, then the marker
@@ -421,7 +422,7 @@ def _act(rows: Iterable[Row], done: AuditAction, settings: DeleteSettings, keys_
                else _outcome(row, AuditAction.FAILED, result.error, result.at_ms))
 
 
-def _outcome(row: Row, action: AuditAction, why: str | None = None, at_ms: int | None = None) -> tuple[Any, ...]:
+def _outcome(row: Named, action: AuditAction, why: str | None = None, at_ms: int | None = None) -> tuple[Any, ...]:
     """A row of ``_UNDONE``: the vacuum's row, with what this run did to it."""
     return (row["table_root"], row["path"], row["length"], row["modificationTime"], action.value, why,
             at_ms or epoch_ms(), row["version_id"], row["delete_marker_id"], row["trash_path"],
@@ -453,7 +454,7 @@ class LocalFiles:
         return True
 
 
-def _from_trash(row: Row, done: AuditAction, files: Files, dry_run: bool) -> tuple[AuditAction, str | None]:
+def _from_trash(row: Named, done: AuditAction, files: Files, dry_run: bool) -> tuple[AuditAction, str | None]:
     """Move a file back from the trash (restore) or delete it there (purge), unless it is not as the run left it."""
     path, trash = row["path"], row["trash_path"]
     try:
@@ -483,7 +484,7 @@ def _from_trash(row: Row, done: AuditAction, files: Files, dry_run: bool) -> tup
 Verdict = list[str] | tuple[AuditAction, str]
 
 
-def _check_restore(row: Row, client: Any) -> Verdict:
+def _check_restore(row: Named, client: Any) -> Verdict:
     """The run's delete marker, to remove; or why the key is left alone."""
     if row["delete_marker_id"] is None:
         return (AuditAction.NOT_RESTORED, "the delete was final: no delete marker or trash recorded (the store "
@@ -503,7 +504,7 @@ def _check_restore(row: Row, client: Any) -> Verdict:
     return [row["delete_marker_id"]]
 
 
-def _check_purge(row: Row, client: Any) -> Verdict:
+def _check_purge(row: Named, client: Any) -> Verdict:
     """The versions to erase: the one the delete hid and every other noncurrent version of the key
     older than the run's delete marker (a retried upload, an in-place copy: the same rows); or why
     the key is left alone."""
