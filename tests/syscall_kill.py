@@ -45,6 +45,7 @@ def run_killed_at(command: list[str], at: Path, calls: str, work: Path, cwd: Pat
             pytest.fail("strace is missing: .ci/run installs it")
         pytest.skip("needs strace (apt-get install strace) to kill a job at a system call")
     log = work / "strace.log"
+    log.unlink(missing_ok=True)  # appended to by every traced worker: this run's lines only
     strace = ["strace", "-f", "-q", "-A", "-o", str(log), "-P", str(at), "-e", f"trace={calls}",
               "-e", f"inject={calls}:error=EIO:signal=SIGKILL"]
     env = dict(os.environ)
