@@ -99,23 +99,7 @@ def test_make_tests_shards_run_a_slow_test_apart_from_its_module_and_end_togethe
     assert share["tests/a.py::slow"] != share["tests/b.py::t"] and totals == [50 + 5, 45 + 12]  # the unknown module guessed
 
 
-def _collected(*args: str, **env: str) -> list[str]:
-    """The test ids a collection of the whole suite selects, with ``env`` for this run's own variables."""
-    base = {k: v for k, v in os.environ.items() if k not in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-                          cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return [line for line in done.stdout.splitlines() if "::" in line]
-
-
-@pytest.mark.slow  # two collections of the whole suite, each in a process of its own
-def test_every_test_id_is_the_same_in_every_collection():
-    """The file, --deselect and the balance name tests by id: a parameter drawn at random (a fresh uuid in
-    an id) would leave its test on every line whatever the file says, and a balanced entry naming it stale."""
-    first, second = _collected(), _collected()
-    assert first and first == second, sorted(set(first) ^ set(second))[:10]
-
-
+_RUN_VARIABLES = ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS")  # each collection's own, none inherited
 # Collections of the whole suite in one process, each with its own environment: conftest is imported
 # afresh for each (it reads the environment once), the test modules once for all.
 _COLLECTIONS = """
@@ -128,7 +112,7 @@ class Ids:
 
 found = []
 for args, env in json.loads(sys.argv[1]):
-    for name in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS"):
+    for name in sys.argv[4].split(","):
         os.environ.pop(name, None)
     os.environ.update(env)
     for name in [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == sys.argv[3]]:
@@ -145,11 +129,20 @@ with open(sys.argv[2], "w") as out:
 def _collections(tmp_path: Path, *runs: tuple[list[str], dict[str, str]]) -> list[list[str]]:
     """The test ids each of ``runs`` (pytest's arguments, its own variables) selects."""
     found = tmp_path / "collected.json"
-    done = subprocess.run([sys.executable, "-c", _COLLECTIONS, json.dumps(runs), str(found), str(ROOT / "tests" / "conftest.py")],
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS, json.dumps(runs), str(found), str(ROOT / "tests" / "conftest.py"),
+                           ",".join(_RUN_VARIABLES)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={k: v for k, v in os.environ.items() if k not in ("LAKE_TEST_LINE", "LAKE_TEST_SHARD", "LAKE_TEST_JARS")})
+                          env={k: v for k, v in os.environ.items() if k not in _RUN_VARIABLES})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(found.read_text())
+
+
+@pytest.mark.slow  # two collections of the whole suite, each in a process of its own
+def test_every_test_id_is_the_same_in_every_collection(tmp_path):
+    """The file, --deselect and the balance name tests by id: a parameter drawn at random (a fresh uuid in
+    an id) would leave its test on every line whatever the file says, and a balanced entry naming it stale."""
+    (first,), (second,) = _collections(tmp_path, ([], {})), _collections(tmp_path, ([], {}))
+    assert first and first == second, sorted(set(first) ^ set(second))[:10]
 
 
 @pytest.mark.slow  # six collections of the whole suite
