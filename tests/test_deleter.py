@@ -7,14 +7,19 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lakeio.audit import AuditAction
 from lakeio.storage import Storage
 from tests.s3_faults import FaultyS3
 from vacuum_jobs.deleter import (
+    UNCONFIRMED,
     DeleteSettings,
+    Listed,
     S3BatchDeleter,
     Target,
+    _answered,
     _final,
     delete_local,
     delete_planned,
@@ -103,6 +108,27 @@ def test_a_batch_that_keeps_failing_is_reported_key_by_key_and_left_in_place(buc
     assert faulty.counts() == {"drop": 2, "slowdown": 1, "ok": 1}
 
 
+def test_keys_the_store_refused_whole_give_their_time_back_to_the_run_wide_cap(bucket, faulty):
+    """A cap of 100 keys a second and batches of 100: each request holds a second of the cap. One the
+    store throttles deleted nothing, and its retry goes after its backoff, not a second later: held to
+    the cap's next step, it would meet whatever made the store refuse it (another task deleting in the
+    same prefix, in step with it) there again."""
+    client, name = bucket
+    targets = put(client, name, [f"t/k{i:03d}.parquet" for i in range(200)])
+    faulty.script = ["slowdown"]
+    slept: list[float] = []
+    deleter = S3BatchDeleter(DeleteSettings(batch_size=100, keys_per_second=100, prefix_keys_per_second=100_000,
+                                            base_backoff_seconds=0.01, endpoint_url=faulty.endpoint),
+                             sleep=slept.append)  # nothing sleeps: each wait is what the cap asked
+
+    outcomes = list(deleter.delete(targets))
+
+    assert {o.action for o in outcomes} == {AuditAction.DELETED} and remaining(client, name) == set()
+    assert faulty.counts() == {"slowdown": 1, "ok": 2}
+    cap_waits = [s for s in slept if s > 0.05]  # the backoff is at most 0.015 s
+    assert len(cap_waits) == 1 and 0.9 < cap_waits[0] <= 1.0, slept  # the second batch's, a second after the first's
+
+
 @pytest.mark.slow
 def test_the_run_wide_pace_holds_however_many_tasks_delete(spark, bucket, faulty):
     client, name = bucket
@@ -181,6 +207,30 @@ def test_a_version_counts_as_deleted_only_where_the_answer_lists_it_deleted(buck
         assert outcomes["kept"].error.startswith("NotConfirmed") and len(calls) == 3
     else:
         assert outcomes["kept"].error.startswith("AccessDenied") and len(calls) == 1
+
+
+_NAMED = st.tuples(st.sampled_from(["k1", "k2"]), st.sampled_from([None, "v1", "v2"]))
+
+
+@given(entry=_NAMED, listed=st.sets(_NAMED), refused=st.sets(_NAMED))
+def test_an_entry_counts_as_deleted_only_where_the_answer_lists_it_and_no_error_names_it(entry, listed, refused):
+    """Every answer a ``DeleteObjects`` may give about a key: its versions listed deleted or not, with or
+    without their ids, and errors naming the key with or without a version. An entry is deleted only
+    where the answer lists its key (with its version, or with none) and no error names it; an entry the
+    answer names nowhere is unconfirmed, never deleted."""
+    key, version = entry
+    asked = {"Key": key, **({"VersionId": version} if version else {})}
+    failed = {pair: {"Code": "AccessDenied", "Message": "refused"} for pair in refused}
+    error = _answered(asked, failed, Listed(set(listed), {k for k, _ in listed}))
+
+    named_in_error = (key, version) in refused or (key, None) in refused
+    listed_for_it = (key, version) in listed or (key, None) in listed or (
+        version is None and any(k == key for k, _ in listed))
+    if error is None:
+        assert listed_for_it and not named_in_error
+    else:
+        assert error["Code"] == ("AccessDenied" if named_in_error else UNCONFIRMED)
+    assert (error is None) == (listed_for_it and not named_in_error)
 
 
 def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
@@ -392,7 +442,7 @@ def in_tables(client, bucket, tables: dict[str, int]) -> list[Target]:
 
 def test_a_slowdown_slows_its_own_table_alone(bucket, faulty):
     """One table after the other, so that the scripted SlowDown falls on the first table's first request:
-    that table's later requests ask a second of its lowered pace (40 keys/s by 0.7, then 1.5 % more an
+    that table's later requests ask a second of its lowered pace (40 keys/s by 0.7, then 1 % more an
     answer), the other table's the whole batch at the pace it started with."""
     client, name = bucket
     targets = in_tables(client, name, {"hot": 120, "cool": 120})
