@@ -221,7 +221,8 @@ def test_an_entry_counts_as_deleted_only_where_the_answer_lists_it_and_no_error_
     key, version = entry
     asked = {"Key": key, **({"VersionId": version} if version else {})}
     failed = {pair: {"Code": "AccessDenied", "Message": "refused"} for pair in refused}
-    error = _answered(asked, failed, Listed(set(listed), {k for k, _ in listed}))
+    answer = [{"Key": k, **({"VersionId": v} if v else {})} for k, v in listed]
+    error = _answered(asked, failed, Listed.of(answer))
 
     named_in_error = (key, version) in refused or (key, None) in refused
     listed_for_it = (key, version) in listed or (key, None) in listed or (

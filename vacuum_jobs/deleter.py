@@ -458,7 +458,7 @@ class S3BatchDeleter:
             else:
                 pace.answered()
             listed = response.get("Deleted", [])
-            deleted = Listed({(d.get("Key"), d.get("VersionId")) for d in listed}, {d.get("Key") for d in listed})
+            deleted = Listed.of(listed)
             markers = {d.get("Key"): d["DeleteMarkerVersionId"] for d in listed
                        if "DeleteMarkerVersionId" in d and "VersionId" not in d}
             retry = []
@@ -522,8 +522,14 @@ class Listed:
     """What a ``DeleteObjects`` answer lists deleted: each (key, version) pair (version None where the
     answer names none), and the keys."""
 
-    pairs: set[tuple[str, str | None]]
-    keys: set[str]
+    pairs: set[tuple[str | None, str | None]]
+    keys: set[str | None]
+
+    @classmethod
+    def of(cls, deleted: Iterable[Mapping[str, str]]) -> Listed:
+        """From an answer's ``Deleted`` entries."""
+        pairs = {(d.get("Key"), d.get("VersionId")) for d in deleted}
+        return cls(pairs, {key for key, _ in pairs})
 
 
 def _answered(entry: dict[str, Any], failed: dict[tuple[str, str | None], dict[str, str]],
