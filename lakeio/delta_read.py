@@ -1,8 +1,13 @@
 """Reading the project's own Delta tables (inventory, audit) into Spark.
 
 With Delta's jars Spark reads the table itself. Without them, ``deltalake`` names the
-files of the current snapshot and Spark reads those Parquet files, putting the
-partition values (which Hive-style writers keep out of the files) back as columns.
+files of one snapshot and Spark reads those Parquet files, putting the partition values
+(which Hive-style writers keep out of the files) back as columns.
+
+Either way a frame reads one version of the table, however often it runs: Delta's own reader
+reads the newest version each time a frame runs unless it is told one (its ``TahoeLogFileIndex``),
+and a run reads its inventory several times (to plan, to note what it will delete, to delete).
+A write landing in between (the day's ingestion, a compaction) would have shown it another table.
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ def partition_values(table_uri: str, column: str) -> set[Any]:
     return {values[0] for values in partitions(table_uri, [column])}
 
 
+def newest_version(table_uri: str) -> int:
+    """The table's newest version, from its log."""
+    return _open(table_uri).version()
+
+
 def partition_columns(table_uri: str) -> list[str] | None:
     """The table's partition columns; None when there is no table."""
     try:
@@ -44,9 +54,10 @@ def partition_columns(table_uri: str) -> list[str] | None:
         return None
 
 
-def partitions(table_uri: str, columns: list[str]) -> set[tuple[Any, ...]]:
-    """The distinct value tuples of some partition columns, from the log alone."""
-    actions = pa.table(_open(table_uri).get_add_actions(flatten=True))
+def partitions(table_uri: str, columns: list[str], version: int | None = None) -> set[tuple[Any, ...]]:
+    """The distinct value tuples of some partition columns, from the log alone (as of ``version``;
+    default: the newest)."""
+    actions = pa.table(_open(table_uri, version).get_add_actions(flatten=True))
     names = [f"partition.{c}" for c in columns]
     if not set(names) <= set(actions.column_names):
         return set()
@@ -54,10 +65,11 @@ def partitions(table_uri: str, columns: list[str]) -> set[tuple[Any, ...]]:
 
 
 def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] | None = None,
-               use_delta_jars: bool | None = None) -> DataFrame:
-    """The table's current rows, restricted to partitions equal to ``where`` (a value, or a set, list or
-    tuple of the values allowed). Without Delta's jars only those partitions' files are read, and the
-    plan holds only them: a filter after the read would leave every partition in the plan to analyse."""
+               use_delta_jars: bool | None = None, version: int | None = None) -> DataFrame:
+    """The table's rows as of ``version`` (default: its newest as this is called; every run of the frame
+    reads that version), restricted to partitions equal to ``where`` (a value, or a set, list or tuple of
+    the values allowed). Without Delta's jars only those partitions' files are read, and the plan holds
+    only them: a filter after the read would leave every partition in the plan to analyse."""
     wanted = {column: _allowed(value) for column, value in (where or {}).items()}
     table_uri = uris.to_uri(table_uri)
     if use_delta_jars is None:
@@ -65,11 +77,13 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     if use_delta_jars:
         if not _is_delta_table(spark, table_uri):  # Spark's own error would be a bare PATH_NOT_FOUND
             raise TableNotFound(f"{table_uri}: no Delta table there")
-        df = spark.read.format("delta").load(table_uri)
+        if version is None:
+            version = _newest_by_delta(spark, table_uri)
+        df = spark.read.format("delta").option("versionAsOf", version).load(table_uri)
         for column, allowed in wanted.items():
             df = df.where(F.col(column).isin(list(allowed)))
         return df
-    table = _open(table_uri)
+    table = _open(table_uri, version)
     partition_columns = table.metadata().partition_columns
     schema = _spark_schema(table)
     groups: dict[tuple[object, ...], list[str]] = defaultdict(list)
@@ -97,8 +111,14 @@ def _is_delta_table(spark: SparkSession, table_uri: str) -> bool:
     return bool(jvm_of(spark).io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table_uri))
 
 
-def _open(table_uri: str) -> DeltaTable:
-    table = open_table(uris.to_uri(table_uri))
+def _newest_by_delta(spark: SparkSession, table_uri: str) -> int:
+    """The table's newest version, as Delta's jars read its log (the newest commit's entry in its history)."""
+    newest = jvm_of(spark).io.delta.tables.DeltaTable.forPath(spark._jsparkSession, table_uri).history(1).head()
+    return int(newest.getLong(newest.fieldIndex("version")))
+
+
+def _open(table_uri: str, version: int | None = None) -> DeltaTable:
+    table = open_table(uris.to_uri(table_uri), version)
     if table is None:
         raise TableNotFound(f"{table_uri}: no Delta table there")
     return table

@@ -420,14 +420,14 @@ class DeltaStorageError(HousekeepingError, OSError):
     what to do, where deltalake's own error is a chain of nested causes."""
 
 
-def open_table(table_uri: str) -> DeltaTable | None:
-    """The table as deltalake reads it, None where there is none; :class:`DeltaStorageError` when its
-    store cannot be reached."""
+def open_table(table_uri: str, version: int | None = None) -> DeltaTable | None:
+    """The table as deltalake reads it (as of ``version``; default: its newest), None where there is none;
+    :class:`DeltaStorageError` when its store cannot be reached."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(deltalake_uri(table_uri))
+        return DeltaTable(deltalake_uri(table_uri), version=version)
     except TableNotFoundError:
         return None
     except OSError as exc:

@@ -1,4 +1,5 @@
-"""Reading a Delta table without Delta's jars: only the partitions asked for are read, or even opened."""
+"""Reading a Delta table: without Delta's jars only the partitions asked for are read, or even opened; with
+them or without, a frame reads one version of the table however often it runs."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def test_only_the_partitions_asked_for_are_read(spark, tmp_path):
     assert read_delta(spark, str(table), {"inventory_date": DAYS[0]}).count() == 3
     nothing = read_delta(spark, str(table), {"inventory_date": set()})
     assert nothing.count() == 0 and nothing.columns == ["path", "inventory_date", "bucket"]
+
+
+@pytest.mark.jars_too  # Delta's own reader reads a table's newest version each time a frame runs, unless told one
+def test_a_frame_reads_the_version_it_was_read_at_however_often_it_runs(spark, tmp_path):
+    table = str(tmp_path / "audit")
+    write_deltalake(table, pa.table({"id": [1, 2]}))
+    rows = read_delta(spark, table)
+    assert sorted(r["id"] for r in rows.collect()) == [1, 2]
+    write_deltalake(table, pa.table({"id": [3]}), mode="append")
+    write_deltalake(table, pa.table({"id": [4]}), mode="overwrite")
+
+    assert sorted(r["id"] for r in rows.collect()) == [1, 2] and rows.count() == 2
+    assert [r["id"] for r in read_delta(spark, table).collect()] == [4]
+    assert sorted(r["id"] for r in read_delta(spark, table, version=1).collect()) == [1, 2, 3]

@@ -33,6 +33,7 @@ from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
 from lake_reports.cli import main as reports_main
 from lake_reports.erasure_evidence import erasure
+from lakeio.audit import read_audit
 from lakeio.spark import delta_jars_present
 from lakeio.steps import Step
 from tests.conftest import JARS
@@ -340,3 +341,39 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_its_table_alone_on_th
     assert cleaned_up and tables["cleaned"].status == "refused", (tables["cleaned"].status, tables["cleaned"].reason)
     assert "vanished while the run planned" in tables["cleaned"].reason
     assert tables["other"].status == "dry_run" and tables["other"].counts.candidate_files == 1, tables["other"]
+
+
+@pytest.mark.jars_too  # Delta's own reader reads a table's newest version each time a frame runs, unless told one
+def test_a_delivery_ingested_while_the_run_deletes_changes_nothing_it_deletes_or_records(spark, s3, s3_endpoint, tmp_path):
+    """A run reads one version of the inventory table however often it reads it (to plan, to note what it
+    will delete, to delete). Here a second configuration's delivery of the same day lands as the run
+    begins to delete, listing a newer version of every object: the run deletes what it planned and
+    records the versions its delete markers hide, as the bucket shows them, not the rows it never planned with."""
+    lake, housekeeping, table = _lake(spark, s3)
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    when = datetime.now(timezone.utc) - timedelta(hours=1)
+    listed = _objects(s3, lake, aged_days=10)
+    assert not IngestInventory(spark, inventory, {}).execute([_deliver(s3, tmp_path / "d1", lake, housekeeping, listed,
+                                                                       when)]).refused
+    current = {o.key: o.version_id for o in listed if o.is_latest and not o.is_delete_marker}
+    landed = []
+
+    def second_delivery(step: str) -> None:
+        if step == Step.DELETING and not landed:
+            newer = [replace(o, version_id=f"{o.version_id}-newer", last_modified_ms=o.last_modified_ms + 1000)
+                     for o in listed if o.key in current and o.is_latest]
+            manifest = _deliver(s3, tmp_path / "d2", lake, housekeeping, newer, when, config="second")
+            landed.append(IngestInventory(spark, inventory, {}).execute([manifest]))
+
+    run = BatchVacuum(spark, VacuumOptions(inventory, dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                                           audit_table=audit, delete=DeleteSettings(endpoint_url=s3_endpoint),
+                                           now_ms=now_ms() + 5000), on_step=second_delivery).execute([table])
+
+    assert landed and landed[0].ingested and not landed[0].refused
+    assert run.ok and run.totals()["deleted_files"] >= 2, run.to_json()
+    recorded = {r["path"].split("/", 3)[3]: r["version_id"]
+                for r in read_audit(spark, audit).where("action = 'deleted'").collect()}
+    assert len(recorded) == run.totals()["deleted_files"]
+    assert recorded == {key: current[key] for key in recorded}
+    hidden = {o.key: o.version_id for o in _objects(s3, lake, 0) if o.key in recorded and not o.is_latest}
+    assert hidden == recorded

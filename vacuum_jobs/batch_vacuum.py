@@ -297,7 +297,7 @@ class BatchVacuum:
         Every row of the date: the plan picks one row per object itself, in its own pass."""
         inventory = inventory_snapshot(self.spark, run.inventory_table, self.options.inventory_date,
                                        self.options.max_inventory_age_hours, run.now_ms)
-        self.progress.begin(Step.FINDING_TABLES, f"inventory {inventory.table} as of {inventory.day}")
+        self.progress.begin(Step.FINDING_TABLES, f"inventory {inventory.table} as of {inventory.day} (version {inventory.version})")
         return inventory
 
     def _runnable(self, targets: list[TableTarget], run_tables: RunTables) -> list[TableTarget]:
@@ -529,7 +529,9 @@ class BatchVacuum:
             for root in dry:
                 run_tables[root].status = TableStatus.DRY_RUN
             return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
-        targets = of_tables(candidates, deleting)
+        # Computed once, not for the note, the look for other stores and the deletes each: what the note
+        # names is what the deletes take, whatever a second run of the plan's joins would have picked.
+        targets = of_tables(candidates, deleting).localCheckpoint(eager=True)
         run_id = run.report.run_id
         if run.audit_table:  # read back by the next run, should this one die before it records
             note_intent(self.spark, run.audit_table, run_id, targets, self.options.delete.trash, inventory.day)
