@@ -26,7 +26,7 @@ from lake_reports.copies import CopyStatus, EtagKind
 from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, ErasureStatus, FileAnswer, TableErasure
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions, Gathered
 from lakeio import audit_chain
-from lakeio.delta_read import newest_version, partitions, read_delta
+from lakeio.delta_read import newest_partitions, read_delta
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.steps import one_run
@@ -308,8 +308,8 @@ class ErasureRequest:
         inventory = self.options.inventory_table
         newest: dict[str, date] = {}
         recent: set[date] = set()
-        version = newest_version(inventory)  # the dates and their rows of one version
-        for day, bucket in partitions(inventory, [PARTITION_COLUMNS[0], "bucket"], version):
+        version, held = newest_partitions(inventory, [PARTITION_COLUMNS[0], "bucket"])  # the rows read: of that version
+        for day, bucket in held:
             day = day if isinstance(day, date) else date.fromisoformat(str(day))
             newest[bucket] = max(day, newest.get(bucket, day))
             if day >= since:

@@ -41,11 +41,6 @@ def partition_values(table_uri: str, column: str) -> set[Any]:
     return {values[0] for values in partitions(table_uri, [column])}
 
 
-def newest_version(table_uri: str) -> int:
-    """The table's newest version, from its log."""
-    return _open(table_uri).version()
-
-
 def partition_columns(table_uri: str) -> list[str] | None:
     """The table's partition columns; None when there is no table."""
     try:
@@ -57,7 +52,18 @@ def partition_columns(table_uri: str) -> list[str] | None:
 def partitions(table_uri: str, columns: list[str], version: int | None = None) -> set[tuple[Any, ...]]:
     """The distinct value tuples of some partition columns, from the log alone (as of ``version``;
     default: the newest)."""
-    actions = pa.table(_open(table_uri, version).get_add_actions(flatten=True))
+    return _partitions(_open(table_uri, version), columns)
+
+
+def newest_partitions(table_uri: str, columns: list[str]) -> tuple[int, set[tuple[Any, ...]]]:
+    """The table's newest version and :func:`partitions` as of it, from one read of its log (to read the
+    rows of that version next)."""
+    table = _open(table_uri)
+    return table.version(), _partitions(table, columns)
+
+
+def _partitions(table: DeltaTable, columns: list[str]) -> set[tuple[Any, ...]]:
+    actions = pa.table(table.get_add_actions(flatten=True))
     names = [f"partition.{c}" for c in columns]
     if not set(names) <= set(actions.column_names):
         return set()

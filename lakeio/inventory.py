@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeio.delta_read import TableNotFound, newest_version, partitions, read_delta
+from lakeio.delta_read import TableNotFound, newest_partitions, partitions, read_delta
 from lakeio.errors import HousekeepingError
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 
@@ -112,23 +112,22 @@ OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
 def read_inventory(spark: SparkSession, table: str, day: date | Collection[date] | None = None) -> DataFrame:
     """The inventory table's rows of ``day`` (or of each of several dates; every date when None), one row per
     object."""
-    version = newest_version(table)
-    _, shared = _delivery_units(table, version)
+    version, _, shared = _delivery_units(table)
     return one_row_per_object(read_delta(spark, table, {PARTITION_COLUMNS[0]: day} if day is not None else None,
                                          version=version), shared)
 
 
-def _delivery_units(table: str, version: int) -> tuple[frozenset[date], frozenset[tuple[date, str]]]:
-    """Every date the table holds at ``version``, and the (date, bucket) pairs whose rows may list an
-    object twice, from the log alone: those more than one configuration delivered (ingestion refuses a
-    delivery that lists an object twice), and every pair of a table in the layout of releases
-    before config_id, which did not refuse them."""
-    held = partitions(table, list(PARTITION_COLUMNS), version)
+def _delivery_units(table: str) -> tuple[int, frozenset[date], frozenset[tuple[date, str]]]:
+    """The table's newest version; every date the table holds at it, and the (date, bucket) pairs whose
+    rows may list an object twice, from the log alone: those more than one configuration delivered
+    (ingestion refuses a delivery that lists an object twice), and every pair of a table in the layout
+    of releases before config_id, which did not refuse them."""
+    version, held = newest_partitions(table, list(PARTITION_COLUMNS))
     if held:
         configs = Counter((day, bucket) for day, bucket, _ in held)
-        return frozenset(day for day, _ in configs), frozenset(pair for pair, n in configs.items() if n > 1)
+        return version, frozenset(day for day, _ in configs), frozenset(pair for pair, n in configs.items() if n > 1)
     earlier = frozenset(partitions(table, list(EARLIER_PARTITION_COLUMNS), version))
-    return frozenset(day for day, _ in earlier), earlier
+    return version, frozenset(day for day, _ in earlier), earlier
 
 
 class InventoryUnavailable(HousekeepingError):
@@ -161,8 +160,7 @@ def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
     """The inventory of ``day`` (default: the newest date held); :class:`InventoryUnavailable`
     when there is none, or when it is more than ``max_age_hours`` older than ``now_ms``."""
     try:
-        version = newest_version(table)
-        dates, shared = _delivery_units(table, version)
+        version, dates, shared = _delivery_units(table)
     except TableNotFound as exc:
         raise InventoryUnavailable(str(exc)) from None
     day = day or (max(dates) if dates else None)
