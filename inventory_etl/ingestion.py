@@ -28,7 +28,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
-from lakeio import catalog, uris
+from lakeio import catalog, put_if_absent, uris
 from lakeio.delta_read import TableNotFound, partition_columns, read_delta
 from lakeio.delta_write import (
     BeforeCommit,
@@ -42,6 +42,7 @@ from lakeio.delta_write import (
     write_delta,
 )
 from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
+from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.spark import check_workers
 from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
@@ -271,13 +272,16 @@ class IngestInventory:
         return manifests
 
     def _into_a_table_of_ours(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
-        """A target that is not empty and not an inventory table is refused from its log alone,
-        before any delivery is verified or read."""
+        """A target that is not empty and not an inventory table is refused from its log alone, and so is
+        a store that does not put a commit only where none is (lakeio.put_if_absent), before any delivery
+        is verified or read."""
         if not manifests:
             return manifests
         try:
             check_target(self.spark, INVENTORY_SCHEMA, self.inventory_table, PARTITION_COLUMNS)
-        except IncompatibleTable as exc:
+            if not put_if_absent.deltalake_locks_commits():
+                put_if_absent.prove(self.inventory_table, f"the inventory table {self.inventory_table}'s")
+        except (IncompatibleTable, PutIfAbsentUnproven) as exc:
             for m in manifests:
                 self._refuse(result, m.uri, exc, m)  # the table's fault: named as the write would name it
             return []
@@ -546,7 +550,7 @@ class IngestInventory:
         except Exception:
             return None
 
-    def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError | IncompatibleTable,
+    def _refuse(self, result: IngestResult, uri: str, exc: DeliveryError | IncompatibleTable | PutIfAbsentUnproven,
                 manifest: Manifest | None = None) -> None:
         log.warning("refused %s", exc)
         result.deliveries.append(self._outcome(manifest, DeliveryStatus.REFUSED, uri=uri, error=str(exc)))

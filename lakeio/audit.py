@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from lakeio import audit_chain, audit_journal, uris
 from lakeio.delta_read import TableNotFound, partition_values, read_delta
-from lakeio.delta_write import BeforeCommit, check_target, write_delta
+from lakeio.delta_write import COMMIT_ATTEMPTS, BeforeCommit, CommitLost, check_target, open_table, write_delta
 from lakeio.deltalog.commits import commit_file
 from lakeio.shapes import OUTCOMES
 from lakeio.storage import Storage
@@ -175,11 +175,22 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
 
 
 def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date, *,
-                before_commit: BeforeCommit | None = None) -> None:
-    """Chain one run's rows (``_UNCHAINED``, all of ``run_date``) after the table's head and append them."""
-    chained = audit_chain.chain_run(rows, head(spark, audit_table))
+                before_commit: BeforeCommit | None = None, read_version: int | None = None) -> None:
+    """Chain one run's rows (``_UNCHAINED``, all of ``run_date``) after the table's head and append them;
+    with ``read_version``, the head as of that version and the commit right after it, or
+    delta_write.CommitLost."""
+    chained = audit_chain.chain_run(rows, head(spark, audit_table, read_version))
     write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": run_date.isoformat()}], mode="append",
-                before_commit=before_commit)
+                before_commit=before_commit, read_version=read_version)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A killed run's rows, made from its note, and what is left to do once the audit holds them, whichever
+    run's append put them there: ``finish`` is told the run's deleted files per table as the audit holds them."""
+
+    rows: DataFrame
+    finish: Callable[[dict[str, int]], None]
 
 
 @dataclass
@@ -191,27 +202,24 @@ class Recorded:
 
 
 def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None,
-                settle: Callable[[DataFrame, str], DataFrame | None] | None = None, *,
+                settle: Callable[[DataFrame, str], Settled | None] | None = None, *,
                 before_commit: BeforeCommit | None = None) -> Recorded:
     """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit_journal) to
     the audit table, the earliest first, each in one chained append, and remove each once it is in;
     a kept run the audit already holds is removed, not appended again. A run that left only the
     files it set out to delete (killed before it recorded) becomes the rows ``settle`` makes of them
-    (None: it may still be running, and stays). Raises what the append raises."""
+    (None: it may still be running, and stays). Each append is claimed: it goes in only right after the
+    version at which the audit was seen not to hold the run, so two runs recording one kept run at
+    once record it once (:func:`_append_unless_held`). Raises what the append raises."""
     storage = Storage(spark)
     folder = uris.to_uri(journal) if journal else audit_journal.journal_of(audit_table)
     done = Recorded()
     runs = [entry.uri for entry in storage.list(folder) if entry.is_dir]
-    if not runs:
-        return done
-    try:
-        held = {r["run_id"] for r in read_audit(spark, audit_table).select("run_id").distinct().collect()}
-    except TableNotFound:
-        held = set()
     pending = []
     for kept in runs:
         run_id = uris.name(kept)
         parts = {uris.name(e.uri) for e in storage.list(kept) if e.is_dir}
+        finish = None
         try:
             if audit_journal.ROWS in parts:
                 rows = spark.read.schema(_UNCHAINED).parquet(uris.join(kept, audit_journal.ROWS))
@@ -219,32 +227,63 @@ def record_kept(spark: SparkSession, audit_table: str, journal: str | None = Non
                 settled = settle(spark.read.parquet(uris.join(kept, audit_journal.INTENT)), run_id)
                 if settled is None:
                     continue
-                rows = settled.localCheckpoint(eager=True)  # checked once: the store moves on
+                rows, finish = settled.rows.localCheckpoint(eager=True), settled.finish  # checked once: the store moves on
             else:
                 continue
             first, run_date = rows.agg(F.min("timestamp"), F.min("run_date")).collect()[0]
         except Exception as exc:  # noqa: BLE001 - one unreadable folder must not keep the others out
             done.problems.append(f"{kept}: cannot read the kept rows: {first_line(exc)}")
             continue
-        pending.append((first, run_id, kept, rows, run_date))
-    for _, run_id, kept, rows, run_date in sorted(pending, key=lambda p: (p[0] is None, p[0] or 0, p[1])):
-        if run_id not in held and run_date is not None:
-            append_rows(spark, audit_table, rows, run_date, before_commit=before_commit)
+        pending.append((first, run_id, kept, rows, run_date, finish))
+    for _, run_id, kept, rows, run_date, finish in sorted(pending, key=lambda p: (p[0] is None, p[0] or 0, p[1])):
+        if run_date is not None and _append_unless_held(spark, audit_table, run_id, rows, run_date, before_commit):
             log.warning("recorded run %s in %s from %s, kept there when its own append failed or never came",
                         run_id, audit_table, kept)
             done.runs.append(run_id)
+        if finish is not None:
+            finish(_deleted_per_table(spark, audit_table, run_id))
         audit_journal.drop(spark, audit_table, run_id, journal)
     return done
 
 
-def head(spark: SparkSession, audit_table: str) -> audit_chain.Head | None:
-    """The audit table's chain head; None for no table, or one written before the chain."""
+def _append_unless_held(spark: SparkSession, audit_table: str, run_id: str, rows: DataFrame, run_date: date,
+                        before_commit: BeforeCommit | None) -> bool:
+    """Append a kept run's rows unless the audit holds the run, decided at the version the append goes after:
+    where another writer committed first, the audit is read again. Whether this call appended them."""
+    for _ in range(COMMIT_ATTEMPTS):
+        table = open_table(uris.to_uri(audit_table))
+        version = table.version() if table is not None else -1
+        if version >= 0 and read_audit(spark, audit_table, version).where(F.col("run_id") == run_id).limit(1).count():
+            return False
+        try:
+            append_rows(spark, audit_table, rows, run_date, before_commit=before_commit, read_version=version)
+            return True
+        except CommitLost:
+            continue
+    raise CommitLost(f"{audit_table}: {COMMIT_ATTEMPTS} appends of run {run_id} in a row lost to other writers")
+
+
+def _deleted_per_table(spark: SparkSession, audit_table: str, run_id: str) -> dict[str, int]:
+    """The files the audit holds as deleted by run ``run_id``, per table."""
     try:
-        rows = read_audit(spark, audit_table)
+        audit = read_audit(spark, audit_table)
+    except TableNotFound:
+        return {}
+    rows = audit.where((F.col("run_id") == run_id) & (F.col("action") == AuditAction.DELETED.value))
+    return {r["table_root"]: r["count"] for r in rows.groupBy("table_root").count().collect()}
+
+
+def head(spark: SparkSession, audit_table: str, version: int | None = None) -> audit_chain.Head | None:
+    """The audit table's chain head (as of ``version``; default: its newest); None for no table (or version
+    -1), or one written before the chain."""
+    if version is not None and version < 0:
+        return None
+    try:
+        rows = read_audit(spark, audit_table, version)
     except TableNotFound:
         return None
     run_dates = {d if isinstance(d, date) else date.fromisoformat(str(d))
-                 for d in partition_values(audit_table, "run_date") if d is not None}
+                 for d in partition_values(audit_table, "run_date", version) if d is not None}
     return audit_chain.chain_head(rows, max(run_dates) if run_dates else None)
 
 
@@ -276,10 +315,10 @@ def commit_file_hashes(spark: SparkSession, versions: dict[str, int]) -> dict[st
     return hashes
 
 
-def read_audit(spark: SparkSession, audit_table: str) -> DataFrame:
-    """Every audit row, with the later columns null where the table predates them. Raises
-    delta_read.TableNotFound when there is no table."""
-    rows = read_delta(spark, audit_table)
+def read_audit(spark: SparkSession, audit_table: str, version: int | None = None) -> DataFrame:
+    """Every audit row (as of ``version``; default: the newest), with the later columns null where the table
+    predates them. Raises delta_read.TableNotFound when there is no table."""
+    rows = read_delta(spark, audit_table, version=version)
     for name in LATER_COLUMNS:
         if name not in rows.columns:
             rows = rows.withColumn(name, F.lit(None).cast(_TYPES[name]))

@@ -59,8 +59,7 @@ def prove_writable(spark: SparkSession, audit_table: str) -> None:
     try:
         storage.write_bytes(probe, b"can the audit be written here?\n")
         storage.delete(probe)
-        if not storage.list(journal):
-            storage.delete(journal, recursive=True)
+        storage.remove_if_empty(journal)
     except Exception as exc:
         raise AuditUnwritable(f"audit table {audit_table} cannot be written: {first_line(exc)}") from None
 
@@ -89,12 +88,13 @@ def keep(spark: SparkSession, audit_table: str, run_id: str, rows: DataFrame, wh
 
 
 def drop(spark: SparkSession, audit_table: str, run_id: str, journal: str | None = None) -> None:
-    """A run's kept rows or note are in the audit table: its folder goes, and the journal folder once empty."""
+    """A run's kept rows or note are in the audit table: its folder goes, and the journal folder while it
+    holds nothing else (another run's note written meanwhile stays: :meth:`Storage.remove_if_empty`)."""
     storage = Storage(spark)
     folder = uris.to_uri(journal) if journal else journal_of(audit_table)
     storage.delete(uris.join(folder, run_id), recursive=True)
-    if journal is None and storage.exists(folder) and not storage.list(folder):
-        storage.delete(folder, recursive=True)
+    if journal is None:
+        storage.remove_if_empty(folder)
 
 
 def _collected(rows: DataFrame) -> pa.Table:

@@ -36,9 +36,9 @@ class TableNotFound(HousekeepingError):
     """There is no Delta table at the URI."""
 
 
-def partition_values(table_uri: str, column: str) -> set[Any]:
-    """The distinct values of one partition column, from the log alone."""
-    return {values[0] for values in partitions(table_uri, [column])}
+def partition_values(table_uri: str, column: str, version: int | None = None) -> set[Any]:
+    """The distinct values of one partition column, from the log alone (as of ``version``; default: the newest)."""
+    return {values[0] for values in partitions(table_uri, [column], version)}
 
 
 def partition_columns(table_uri: str) -> list[str] | None:

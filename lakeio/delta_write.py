@@ -1,24 +1,28 @@
-"""The one write path for the project's own Delta tables (inventory, audit).
+"""The one write path for the project's own Delta tables (inventory, audit), and their one committer.
 
-With Delta's Spark jars on the classpath, Spark writes Delta itself (a replacing write as one
-transaction of Delta's own, through its JVM API, so that it carries the claims below). Without them
-(offline machines, CI, plain ``pip install``) Spark writes the Parquet files and
-``deltalake`` (delta-rs) commits them: add actions carrying ``numRecords`` and partition
-values, plus remove actions for the files of every replaced partition, in one atomic
-commit. Either way the result is a standard Delta table that any engine reads.
+Spark writes the Parquet files and ``deltalake`` (delta-rs) commits them, whether or not Delta's
+Spark jars are on the classpath: add actions carrying ``numRecords`` and partition values, plus
+remove actions for the files of every replaced partition, in one atomic commit. deltalake puts a
+commit only if its version is free, as the store enforces it across processes: ``If-None-Match: *``
+on S3, a create-or-fail rename on a local disk. Delta's Spark writer would commit through its log
+store, which on S3 (``S3SingleDriverLogStore``) is safe for one JVM only: two of our runs at once
+(two schedules, a retry while the first still runs) could each write version N, the later PUT
+replacing the earlier commit and with it a day's delivery or the record of a run's deletes. The
+result is a standard Delta table that any engine reads. :mod:`lakeio.put_if_absent` proves, before
+a job's first commit, that the store honours the condition.
 
-Each deltalake-path run writes below its own folder ``<table>/run-<UTC stamp>-<id>/``
-(partition folders inside it), so Spark's ``_temporary`` staging is private to the run:
-a crashed run's task files can never be swept into a later run's commit, and two runs
-writing different partitions at once do not share staging. Only the files of the
-run's own folder are committed. Timestamps are written as ``TIMESTAMP_MICROS`` (never
-INT96), so dates past 2262 read in every engine.
+Each run writes below its own folder ``<table>/run-<UTC stamp>-<id>/`` (partition folders inside
+it), so Spark's ``_temporary`` staging is private to the run: a crashed run's task files can never
+be swept into a later run's commit, and two runs writing different partitions at once do not share
+staging. Only the files of the run's own folder are committed. Timestamps are written as
+``TIMESTAMP_MICROS`` (never INT96), so dates past 2262 read in every engine.
 
 A replacing write may carry a :class:`Claim` per partition. The claim goes into the commit as
-Delta application transactions (``txn`` actions) named after the partition, so Delta's own
-optimistic concurrency makes any two commits claiming one partition conflict; after a conflict
-the write reads the table again and decides anew. A partition whose table-held claim outranks
-the write's at commit time is left as it is and reported, never replaced by older content.
+Delta application transactions (``txn`` actions) named after the partition; a commit that lost its
+version to another writer reads the table again and decides anew. A partition whose table-held
+claim outranks the write's at commit time is left as it is and reported, never replaced by older
+content. A write given ``read_version`` commits only right after that version, or raises
+:class:`CommitLost`: the caller's decision (a run the audit does not hold yet) was taken at it.
 """
 
 from __future__ import annotations
@@ -33,14 +37,13 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
-from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.spark import JvmObject, delta_jars_present, jvm_class, jvm_of, session_setting
+from lakeio.spark import session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
 from lakeio.times import epoch_ms
@@ -67,6 +70,8 @@ STAGED_COMMIT = re.compile(r"^(_commit_[0-9a-f-]{36}\.json\.tmp|\d{20}\.json#\d+
 DEAD_COMMIT_AFTER = timedelta(minutes=10)
 # A write that keeps losing its commit to other writers gives up after this many tries.
 COMMIT_ATTEMPTS = 8
+# deltalake's own retries of a commit whose version was taken: none, so that every retry is ours and decided anew.
+_NO_RETRIES = 0
 # Told the table URI right before a commit attempt (see write_delta).
 BeforeCommit = Callable[[str], None]
 _CLAIM_APP = "lake-housekeeping:"
@@ -107,7 +112,6 @@ class WriteResult:
     files_added: int
     files_removed: int
     rows: int
-    engine: str  # "delta-spark" or "deltalake"
     columns_added: tuple[str, ...] = ()  # older table schema evolved by this write
     # partitions left as they were: at commit time the table held a newer claim (the one shown)
     outranked: Mapping[PartitionKey, Claim] = field(default_factory=dict)
@@ -119,11 +123,11 @@ def write_delta(
     partition_by: Sequence[str],
     partitions: Sequence[Mapping[str, str]],
     mode: WriteMode,
-    use_delta_jars: bool | None = None,
     drop: Sequence[Mapping[str, str]] = (),
     claims: Mapping[PartitionKey, Claim] | None = None,
     outranked_allowed: bool = False,
     before_commit: BeforeCommit | None = None,
+    read_version: int | None = None,
 ) -> WriteResult:
     """Write ``df`` (whose rows all fall in ``partitions``) to a partitioned Delta table.
 
@@ -133,29 +137,21 @@ def write_delta(
     ``claims`` (with ``replace_partitions``, keyed by partition values) serialise writers of a
     partition and keep its newest content: see the module's docstring. ``outranked_allowed``
     replaces a partition even where the table holds a newer claim (going back on purpose).
-    ``before_commit`` is called with the table URI right before each commit attempt, after the
-    write has read the table it commits against (where a test holds one writer while another commits).
+    ``read_version``: commit only as the version right after it (-1: only as the table's first), else
+    :class:`CommitLost` and nothing committed. ``before_commit`` is called with the table URI right
+    before each commit attempt, after the write has read the table it commits against (where a test
+    holds one writer while another commits).
     """
     if drop and mode != "replace_partitions":
         raise ValueError("drop goes with mode='replace_partitions'")
     if claims and mode != "replace_partitions":
         raise ValueError("claims go with mode='replace_partitions'")
     table_uri = uris.to_uri(table_uri)
-    if use_delta_jars is None:
-        use_delta_jars = delta_jars_present()
     added = _check_target(df.sparkSession, df.schema, table_uri, partition_by, evolve=True)
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.
     with session_setting(df.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-        if use_delta_jars and mode == "append":
-            if before_commit is not None:  # DataFrameWriter commits as it writes: the hook comes first
-                before_commit(table_uri)
-            result = _append_with_delta_spark(df, table_uri, partition_by)
-        elif use_delta_jars:
-            result = _replace_with_delta_spark(df, table_uri, partition_by, partitions, drop, dict(claims or {}),
-                                               outranked_allowed, before_commit)
-        else:
-            result = _write_with_deltalake(df, table_uri, partition_by, partitions, mode, drop,
-                                           dict(claims or {}), outranked_allowed, before_commit)
+        result = _write(df, table_uri, partition_by, partitions, mode, drop, dict(claims or {}), outranked_allowed,
+                        before_commit, read_version)
     return replace(result, columns_added=added)
 
 
@@ -233,129 +229,9 @@ def _check_target(spark: SparkSession, schema: T.StructType, table_uri: str, par
     return tuple(missing)
 
 
-def _append_with_delta_spark(df: DataFrame, table_uri: str, partition_by: Sequence[str]) -> WriteResult:
-    df.write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
-    latest = df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{table_uri}` LIMIT 1").select("operationMetrics").first()
-    assert latest is not None, "the write just committed"
-    metrics = latest[0]
-    return WriteResult(
-        table_uri=table_uri,
-        files_added=int(metrics.get("numFiles", 0)),
-        files_removed=0,
-        rows=int(metrics.get("numOutputRows", 0)),
-        engine="delta-spark",
-    )
-
-
-def _replace_with_delta_spark(df: DataFrame, table_uri: str, partition_by: Sequence[str],
-                              partitions: Sequence[Mapping[str, str]], drop: Sequence[Mapping[str, str]],
-                              claims: Mapping[PartitionKey, Claim], outranked_allowed: bool,
-                              before_commit: BeforeCommit | None) -> WriteResult:
-    """Replace partitions in one transaction of Delta's own (its JVM API through py4j): the claims
-    are read through the transaction, so a concurrent commit of a claim on the same partition
-    conflicts with it, and go into its commit beside the data files and the removes; a conflict
-    reads the table again, as the deltalake path does (the files, written once, are committed by
-    whichever attempt goes in; those of partitions left to a newer claim are deleted). DataFrameWriter
-    offers one application transaction per write, and a replace needs two per partition."""
-    spark = df.sparkSession
-    jvm = jvm_of(spark)
-    scala = jvm.scala.collection.JavaConverters
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
-    if not log.tableExists():  # created empty first: each transaction reads the log anew when it starts
-        df.limit(0).write.format("delta").partitionBy(*partition_by).mode("append").save(table_uri)
-    txn = log.startTransaction()
-    written: dict[PartitionKey, list[JvmObject]] = {}  # partition key -> the AddFile actions of its files
-    for add in scala.seqAsJavaList(txn.writeFiles(df._jdf)):
-        values = scala.mapAsJavaMap(add.partitionValues())
-        written.setdefault(tuple(str(values.get(c)) for c in partition_by), []).append(add)
-    attempt = 0
-    while True:
-        attempt += 1
-        txn = txn if attempt == 1 else log.startTransaction()
-        held = {}
-        for key in claims:
-            app = _claim_app(partition_by, key)
-            rank = txn.txnVersion(app)  # read through the transaction: a concurrent claim conflicts
-            if rank >= 0:
-                held[key] = Claim(rank, max(txn.txnVersion(app + "#identity"), 0))
-        outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
-        writing = [p for p in partitions if _key(partition_by, p) not in outranked]
-        adds = [a for p in writing for a in written.get(_key(partition_by, p), [])]
-        mine = {k: c for k, c in claims.items() if k not in outranked}
-        try:
-            removed = _commit_in_jvm(spark, txn, table_uri, partition_by, adds, [*writing, *drop], mine, before_commit)
-        except _Conflict:
-            if attempt == COMMIT_ATTEMPTS:
-                raise
-            continue
-        storage = Storage(spark)
-        for key in outranked:  # never committed: nobody reads them
-            for add in written.get(key, []):
-                storage.delete(uris.join(table_uri, unquote(add.path())))
-        counted: list[int | None] = [json.loads(a.stats()).get("numRecords") if a.stats() else None for a in adds]
-        rows = (sum(n for n in counted if n is not None) if None not in counted
-                else df.where(_partitions_predicate(partition_by, writing)).count())
-        return WriteResult(table_uri, len(adds), removed, rows, "delta-spark", outranked=outranked)
-
-
-def _commit_in_jvm(spark: SparkSession, txn: JvmObject, table_uri: str, partition_by: Sequence[str],
-                   adds: list[JvmObject], replaced: Sequence[Mapping[str, str]], claims: Mapping[PartitionKey, Claim],
-                   before_commit: BeforeCommit | None) -> int:
-    """Commit ``adds``, the removes of every file of ``replaced`` and the claims in one commit; the
-    number of files removed."""
-    jvm = jvm_of(spark)
-    scala = jvm.scala.collection.JavaConverters
-    where = _partitions_predicate(partition_by, replaced)
-    condition = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)  # as replaceWhere parses it
-    removes = [a.remove() for a in scala.seqAsJavaList(txn.filterFiles(scala.asScalaBuffer([condition]).toList(), False))]
-    now = jvm.scala.Some(epoch_ms())
-    claimed = [jvm.org.apache.spark.sql.delta.actions.SetTransaction(app, version, now)
-               for key, claim in sorted(claims.items()) for app, version in
-               ((_claim_app(partition_by, key), claim.rank), (_claim_app(partition_by, key) + "#identity", claim.identity))]
-    if before_commit is not None:
-        before_commit(table_uri)
-    try:
-        txn.commit(scala.asScalaBuffer([*adds, *removes, *claimed]).toList(), _write_operation(jvm, partition_by, where))
-    except Exception as exc:
-        if _is_conflict(jvm, exc):
-            raise _Conflict(str(exc).splitlines()[0]) from exc
-        raise
-    return len(removes)
-
-
-def _partitions_predicate(partition_by: Sequence[str], partitions: Sequence[Mapping[str, str]]) -> str:
-    """SQL true for the rows of ``partitions`` (values are safe: see partition_folder)."""
-    return " OR ".join("(" + " AND ".join(f"`{c}` = '{p[c]}'" for c in partition_by) + ")" for p in partitions) or "false"
-
-
-def _write_operation(jvm: JvmObject, partition_by: Sequence[str], predicate: str) -> JvmObject:
-    """Delta's WRITE operation (mode Overwrite, the partitions, the predicate), as its history shows a
-    replaceWhere. Its constructor gains optional parameters from release to release: they stay None."""
-    scala = jvm.scala
-    [constructor] = jvm_class("org.apache.spark.sql.delta.DeltaOperations$Write").getConstructors()
-    given = [jvm.org.apache.spark.sql.SaveMode.Overwrite,
-             scala.Some(scala.collection.JavaConverters.asScalaBuffer(list(partition_by)).toList()), scala.Some(predicate)]
-    types = list(constructor.getParameterTypes())
-    if any(t.getName() != "scala.Option" for t in types[len(given):]):
-        raise RuntimeError(f"this Delta release's WRITE operation takes {[t.getName() for t in types]}: not known here")
-    gateway = SparkContext._gateway
-    assert gateway is not None, "a session's JVM is running"
-    args = gateway.new_array(jvm.java.lang.Object, len(types))
-    for i in range(len(types)):
-        args[i] = given[i] if i < len(given) else scala.Option.apply(None)
-    return constructor.newInstance(args)
-
-
-def _is_conflict(jvm: JvmObject, exc: BaseException) -> bool:
-    """Whether Delta refused the commit for another writer's (its concurrent-modification exceptions)."""
-    java = getattr(exc, "java_exception", None)
-    return java is not None and jvm_class("java.util.ConcurrentModificationException").isInstance(java)
-
-
-def _write_with_deltalake(df: DataFrame, table_uri: str, partition_by: Sequence[str],
-                          partitions: Sequence[Mapping[str, str]], mode: WriteMode, drop: Sequence[Mapping[str, str]],
-                          claims: Mapping[PartitionKey, Claim], outranked_allowed: bool,
-                          before_commit: BeforeCommit | None) -> WriteResult:
+def _write(df: DataFrame, table_uri: str, partition_by: Sequence[str], partitions: Sequence[Mapping[str, str]],
+           mode: WriteMode, drop: Sequence[Mapping[str, str]], claims: Mapping[PartitionKey, Claim],
+           outranked_allowed: bool, before_commit: BeforeCommit | None, read_version: int | None) -> WriteResult:
     storage = Storage(df.sparkSession)
     _clear_dead_runs(storage, table_uri)
     run = f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
@@ -365,7 +241,7 @@ def _write_with_deltalake(df: DataFrame, table_uri: str, partition_by: Sequence[
     attempt = 0
     while True:  # against the table as it is now, until a commit goes in (or too many conflicts)
         attempt += 1
-        table = open_table(table_uri)
+        table = open_table(table_uri) if read_version is None else _table_at(table_uri, read_version)
         held = _held(table, partition_by, list(claims)) if table is not None and claims else {}
         outranked = {k: held[k] for k, c in claims.items() if k in held and held[k].rank > c.rank and not outranked_allowed}
         writing = [p for p in partitions if _key(partition_by, p) not in outranked]
@@ -374,17 +250,27 @@ def _write_with_deltalake(df: DataFrame, table_uri: str, partition_by: Sequence[
         try:
             removed = _commit(table, table_uri, df, partition_by, adds, [*writing, *drop] if mode == "replace_partitions" else [],
                               mine, before_commit)
-        except _Conflict:
-            if attempt == COMMIT_ATTEMPTS:
+        except CommitLost:
+            if read_version is not None or attempt == COMMIT_ATTEMPTS:
+                storage.delete(uris.join(table_uri, run), recursive=True)  # never committed: nobody reads them
                 raise
             continue
         for key in outranked:  # never committed: nobody reads them
             storage.delete(uris.join(table_uri, run, partition_folder(partition_by, dict(zip(partition_by, key)))), True)
         rows = sum(n for p in writing for _, n in staged[_key(partition_by, p)])
-        return WriteResult(table_uri, len(adds), removed, rows, "deltalake", outranked=outranked)
+        return WriteResult(table_uri, len(adds), removed, rows, outranked=outranked)
 
 
-class _Conflict(Exception):
+def _table_at(table_uri: str, read_version: int) -> DeltaTable | None:
+    """The table as of ``read_version`` (-1: none yet): a commit against it lands right after it or not at all."""
+    if read_version < 0:
+        if open_table(table_uri) is not None:
+            raise CommitLost(f"{table_uri}: another writer created the table first")
+        return None
+    return open_table(table_uri, read_version)
+
+
+class CommitLost(HousekeepingError):
     """Another writer committed first in a way this commit must not ignore: read the table again."""
 
 
@@ -455,7 +341,8 @@ def _commit(table: DeltaTable | None, table_uri: str, df: DataFrame, partition_b
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
-    properties = CommitProperties(app_transactions=_claim_transactions(partition_by, claims)) if claims else None
+    properties = CommitProperties(max_commit_retries=_NO_RETRIES,
+                                  app_transactions=_claim_transactions(partition_by, claims) if claims else None)
     if before_commit is not None:
         before_commit(table_uri)
     schema = _delta_schema(df.schema)
@@ -469,10 +356,10 @@ def _commit(table: DeltaTable | None, table_uri: str, df: DataFrame, partition_b
                                        commit_properties=properties)
         return len(removes)
     except CommitFailedError as exc:  # a concurrent commit on what this one claims or removes
-        raise _Conflict(str(exc)) from exc
+        raise CommitLost(str(exc)) from exc
     except DeltaError as exc:
         if table is None and open_table(table_uri) is not None:  # another writer created the table first
-            raise _Conflict(str(exc)) from exc
+            raise CommitLost(str(exc)) from exc
         raise
 
 

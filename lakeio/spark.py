@@ -83,17 +83,16 @@ def _class_on_classpath(class_name: str) -> bool:
         return False
 
 
-# The classes that say which jars a run has: Delta's (whose writer then writes our tables) and the S3 connector.
+# The classes that say which jars a run has: Delta's (whose reader then reads our tables) and the S3 connector.
 S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 
 def engine_jars() -> str:
-    """Which Delta and S3 connector jars this driver loads, by jar name, and so which writer commits our
-    tables: what every run says in its first line."""
+    """Which Delta and S3 connector jars this driver loads, by jar name: what every run says in its first
+    line. deltalake commits our tables either way (lakeio.delta_write: put-if-absent on every store)."""
     delta, s3a = _jar_of(DELTA_EXTENSION), _jar_of(S3A_FILE_SYSTEM)
-    said = (f"Delta's jars ({delta}): Delta's writer commits our tables" if delta else
-            "no Delta jars: deltalake commits our tables")
-    return f"{said}; " + (f"S3 connector {s3a}" if s3a else "no S3 connector (s3a://)")
+    said = f"Delta's jars ({delta})" if delta else "no Delta jars"
+    return f"{said}; deltalake commits our tables; " + (f"S3 connector {s3a}" if s3a else "no S3 connector (s3a://)")
 
 
 def _jar_of(class_name: str) -> str | None:

@@ -134,6 +134,15 @@ class Storage:
         path = self._path(uri)
         return bool(self._fs(path).delete(path, recursive))
 
+    def remove_if_empty(self, folder: str) -> bool:
+        """Remove ``folder`` only while it holds nothing, decided by the file system in the delete itself (a
+        non-recursive delete): a listing first and a recursive delete after would take with it whatever
+        another process wrote there in between. False where it holds something, or is not there."""
+        try:
+            return self.delete(folder)
+        except Exception:  # noqa: BLE001 - Hadoop's PathIsNotEmptyDirectoryException, or its IOException on a local disk
+            return False
+
     def move(self, uri: str, to: str) -> bool:
         """Rename a file, creating ``to``'s folder; False when ``uri`` is gone. Never over a file at
         ``to`` (Hadoop's local file system would replace it; HDFS would refuse)."""

@@ -16,7 +16,6 @@ from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake
 from lakeio.deltalog.replay import TableState
-from lakeio.times import epoch_ms
 from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
 from tests.s3_faults import FaultyS3
@@ -168,7 +167,7 @@ def store(request, tmp_path):
     client.create_bucket(Bucket=bucket)
     options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
-    return f"s3://{bucket}/t", options, LogWriter(lambda: client)
+    return f"s3://{bucket}/t", options, LogWriter(lambda: client, proof_folder=f"s3://{bucket}/ours")
 
 
 @pytest.mark.s3
@@ -293,7 +292,7 @@ def faulty(s3_endpoint):
                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     root = f"s3://{bucket}/t"
     write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
-    yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint))
+    yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint), proof_folder=f"s3://{bucket}/ours")
     proxy.close()
 
 
@@ -327,13 +326,12 @@ def test_a_killed_runs_start_closed_after_in_commit_timestamps_were_enabled_leav
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
     root = f"file://{path}"
     writer = LogWriter(lambda: None)
-    noted = epoch_ms()
     start = writer.commit(TableHistory.of(_state(root, 1), ASKED), 1,
                           start_commit("killed", None, True, 168, 1, 10))
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')")
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (2)")
 
-    problems = close_killed_run(spark, writer, "killed", [root], noted, {root: 1},
+    problems = close_killed_run(spark, writer, "killed", {root: 1}, {root: 1},
                                 lambda state: TableHistory.of(state, ASKED))
 
     assert not problems, problems

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, TableStatus
-from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable
+from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
@@ -32,6 +32,7 @@ from lakeio.deltalog.replay import Replay, TableState, read_logs
 from lakeio.deprecation import not_, renamed_keywords
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
+from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths, of_tables
 from lakeio.spark import check_workers, is_missing_file
 from lakeio.steps import Step, Steps, one_run
@@ -260,7 +261,7 @@ class BatchVacuum:
             if run.audit_table:
                 self._ready_audit(run, run.audit_table, explicit or [])
             inventory = self._load_inventory(run)
-        except (IncompatibleTable, AuditUnwritable, InventoryUnavailable) as refusal:
+        except (IncompatibleTable, AuditUnwritable, PutIfAbsentUnproven, InventoryUnavailable) as refusal:
             run.report.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name,
                                              reason_code=ReasonCode.RUN_REFUSED) for t in explicit or []] + not_run
             raise self._refused(run, str(refusal)) from None
@@ -285,6 +286,7 @@ class BatchVacuum:
         """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
         folder), and the runs kept for it appended first: the one readiness of every destructive run (ready_audit)."""
         own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
+        self.log_writer.proof_folder = journal_of(audit_table)  # where ready_audit proves the store's put-if-absent
 
         def history_of(state: TableState) -> TableHistory:
             return TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root)))
@@ -534,7 +536,8 @@ class BatchVacuum:
         targets = of_tables(candidates, deleting).localCheckpoint(eager=True)
         run_id = run.report.run_id
         if run.audit_table:  # read back by the next run, should this one die before it records
-            note_intent(self.spark, run.audit_table, run_id, targets, self.options.delete.trash, inventory.day)
+            note_intent(self.spark, run.audit_table, run_id, targets, self.options.delete.trash, inventory.day,
+                        {root: version for root in deleting if (version := run_tables[root].version) is not None})
         run.history.start(deleting, to_delete, run_tables)
         try:
             outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))

@@ -309,8 +309,7 @@ class DeleteJournal:
             if uris.scheme_of(root) == "file":
                 journal = uris.join(root, cls.FOLDER)
                 storage.delete(uris.join(journal, run_id), recursive=True)
-                if storage.exists(journal) and not storage.list(journal):
-                    storage.delete(journal, recursive=True)
+                storage.remove_if_empty(journal)  # another run's notes, written meanwhile, stay
 
 
 def prune_empty_folders(folder: str, stop_at: str) -> None:
@@ -361,11 +360,13 @@ class S3BatchDeleter:
         """A boto3 S3 client, by default without botocore's own retries: ours (below) cover throttling,
         dropped connections, timeouts and per-key errors alike, and count every attempt against its
         table's pace. ``connections``: as many as requests at once (one per table a task deletes in).
-        ``validated``: botocore checks each request's parameters against the API's model before sending it."""
+        ``validated``: botocore checks each request's parameters against the API's model before sending it.
+        Each client from a session of its own: boto3's default session is not safe to make clients from in
+        several threads at once (clients made so can carry different exception classes)."""
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=endpoint_url, config=Config(
+        return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=Config(
             retries=retries or {"total_max_attempts": 1}, read_timeout=read_timeout_seconds, connect_timeout=10,
             max_pool_connections=connections, parameter_validation=validated))
 

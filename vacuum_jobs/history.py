@@ -6,13 +6,14 @@ tables it deletes in, with Delta's operation names, parameters and metrics, our 
 parameter and this project as the engine.
 
 Where, follows Delta's own rule (``VacuumCommand.shouldLogVacuum``): the session setting
-``spark.databricks.delta.vacuum.logging.enabled`` decides where it is set; otherwise only the
-schemes whose file systems Delta trusts with concurrent writes get the commits, and S3 never does:
-a writer through Delta's S3 log stores may overwrite a commit of ours, or lose its own to it
-(``S3DynamoDBLogStore`` takes an existing ``N.json`` as its own, recovered). A run's or a table's
-own setting comes first (:func:`history_setting`); on S3 it attests that every writer of the table
-commits with S3 conditional writes, and even then a log that shows a DynamoDB log store's temp
-files (``_delta_log/.tmp/``) gets none.
+``spark.databricks.delta.vacuum.logging.enabled`` decides on the schemes whose file systems Delta
+trusts with concurrent writes, which get the commits by default; S3 never does: a writer through
+Delta's S3 log stores may overwrite a commit of ours, or lose its own to it (``S3DynamoDBLogStore``
+takes an existing ``N.json`` as its own, recovered). Delta's setting does not turn it on there: in
+Delta it commits through Delta's own log store, and says nothing of the table's other writers. Only
+a run's or a table's own setting does (:func:`history_setting`), which on S3 attests that every
+writer of the table commits with S3 conditional writes; even then a log that shows a DynamoDB log
+store's temp files (``_delta_log/.tmp/``) gets none.
 
 deltalake (1.x) has no public way to commit another engine's operation, so the commit file is
 written here, put only if absent: a hard link on local disk, ``If-None-Match: *`` on S3. Every
@@ -20,14 +21,17 @@ commit is decided from the table's state at the version it goes after (:meth:`Ta
 the same gates whichever path writes it), and before each put the log is read forward from that
 version: a commit of another writer that changed the table's protocol or metadata stops the
 history (the table's report says why), one that did not is stepped over, and one of our own
-(its ``txnId``: a put whose answer was lost) is the commit itself. A put S3 answers with 409
-(another conditional write to the key under way) is tried again at the same version.
+(its ``txnId``: a put whose answer was lost, or that failed every retry and still landed) is the
+commit itself; so is a commit of the same operation for the same run (two runs settling one killed
+run each close its START: one END goes in). A put S3 answers with 409 (another conditional write to
+the key under way) is tried again at the same version.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +41,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import __version__, uris
+from lakeio import __version__, put_if_absent, uris
 from lakeio.deltalog import gates
 from lakeio.deltalog.commits import commit_file
 from lakeio.deltalog.replay import TableState, read_logs
@@ -58,14 +62,11 @@ LOGGING_SETTING = "spark.databricks.delta.vacuum.logging.enabled"
 # Where Delta records its vacuums when that setting is unset (VacuumCommand.supportedFsForLogging).
 DELTA_RECORDS_ON = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
 ATTEMPTS = 10  # puts of one commit (versions taken, or 409s) before giving up
-_STORES = ("file", "s3")  # where a put-if-absent is trusted
-# S3's answers when the key exists (412), or another conditional write to it is under way (409): either
-# way the log is read forward again from that version, and the put tried where it is free.
-_NOT_PUT = ("PreconditionFailed", "ConditionalRequestConflict")
+_STORES = ("file", "s3")  # where a put-if-absent is trusted (proven first on S3: lakeio.put_if_absent)
 # What a DynamoDB log store (S3DynamoDBLogStore) leaves in _delta_log/: its temp commit files.
 EXTERNAL_LOG_STORE_TRACES = ".tmp"
 _AT_ONCE = 16  # tables committed to at once
-_LOOK_BACK = 1000  # commits a later run reads back, newest first, for a killed run's START
+_LOOK_BACK = 1000  # commits a later run reads back for a killed run's START when its note names no version
 
 # Called with each version just before the commit is put there (tests take the version first).
 BeforePut = Callable[[int], None]
@@ -94,11 +95,16 @@ def history_setting(root: str, table: bool | None = None, run: bool | None = Non
         return HistorySetting(table, f"history: {str(table).lower()} in the tables file")
     if run is not None:
         return HistorySetting(run, "the run's setting (--history)" if run else "the run's setting (--no-history)")
-    if session is not None:
-        return HistorySetting(session, f"{LOGGING_SETTING}={str(session).lower()} in the Spark session")
     scheme = uris.scheme_of(root)
+    if session is not None and scheme in DELTA_RECORDS_ON:
+        return HistorySetting(session, f"{LOGGING_SETTING}={str(session).lower()} in the Spark session")
     if scheme in DELTA_RECORDS_ON:
         return HistorySetting(True, f"Delta's default on {scheme}://")
+    if session:
+        return HistorySetting(False, f"{LOGGING_SETTING}=true in the Spark session is Delta's, which commits through its "
+                                     f"own log store: on {scheme}:// only --history (or history: true in the tables "
+                                     "file) turns it on, attesting that every writer of the table commits with S3 "
+                                     "conditional writes")
     return HistorySetting(False, f"Delta's default on {scheme}://, whose writers may overwrite a commit; --history "
                                  "turns it on where every writer of the table commits with S3 conditional writes")
 
@@ -173,11 +179,15 @@ class TableHistory:
 
 @dataclass
 class LogWriter:
-    """Put-if-absent commits into tables' logs; ``s3_client`` makes the S3 client when one is needed."""
+    """Put-if-absent commits into tables' logs; ``s3_client`` makes the S3 client when one is first needed,
+    once, for every thread (:meth:`commit_each` commits to several tables at once)."""
 
     s3_client: Callable[[], Any]
     before_put: BeforePut | None = None
+    # An s3:// folder of ours (the audit's journal) where the store's put-if-absent is proven before the first S3 put.
+    proof_folder: str | None = None
     _client: Any = field(default=None, repr=False)
+    _client_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def commit(self, table: TableHistory, after: int, commit: VacuumCommit) -> int:
         """Put ``commit`` at the first free version after ``after`` (the version ``table`` was decided
@@ -195,13 +205,13 @@ class LogWriter:
                                         f"{EXTERNAL_LOG_STORE_TRACES}/): a writer through it takes an existing "
                                         "commit file as its own")
             for _ in range(ATTEMPTS):
-                version, ours = self._catch_up(table.root, version, txn)
-                if ours:  # an earlier put of this commit went in; its answer was lost
+                version, ours = self._catch_up(table.root, version, txn, commit)
+                if ours:  # an earlier put of this commit went in (its answer was lost), or another run's of the same
                     return version
                 text = self._line(table, version, commit, version - 1, txn)
                 if self.before_put is not None:
                     self.before_put(version)
-                if self._put_if_absent(commit_file(table.root, version), text):
+                if self._put(commit_file(table.root, version), text, txn):
                     return version
         except HistoryNotWritten:
             raise
@@ -209,12 +219,27 @@ class LogWriter:
             raise HistoryNotWritten(f"{CANNOT_WRITE}: {first_line(exc)}") from exc
         raise HistoryNotWritten(f"{ATTEMPTS} puts in a row found the version taken or contended")
 
-    def _catch_up(self, root: str, version: int, txn: str) -> tuple[int, bool]:
+    def _put(self, uri: str, text: str, txn: str) -> bool:
+        """:meth:`_put_if_absent`; where every try of it failed, the key read back: a put whose answers were all
+        lost may have gone in (then it is ours), or another writer's commit holds the version."""
+        try:
+            return self._put_if_absent(uri, text)
+        except Exception:
+            landed = self._read(uri)
+            if landed is None:
+                raise
+            return _commit_info(landed).get("txnId") == txn
+
+    def _catch_up(self, root: str, version: int, txn: str, commit: VacuumCommit) -> tuple[int, bool]:
         """The log read forward from ``version``: the first version no commit holds, or the one that
-        holds ours (``txn``: True). HistoryNotWritten at a commit that changed the protocol or metadata."""
+        holds ours (``txn``, or ``commit``'s operation for the same run: True). HistoryNotWritten at a
+        commit that changed the protocol or metadata."""
         while (text := self._read(commit_file(root, version))) is not None:
             actions = _actions(text)
-            if _commit_info_of(actions).get("txnId") == txn:
+            info = _commit_info_of(actions)
+            if info.get("txnId") == txn or (
+                    info.get("operation") == commit.operation and info.get("engineInfo", "").startswith("lake-housekeeping/")
+                    and info.get("operationParameters", {}).get("runId") == commit.parameters["runId"]):
                 return version, True
             if any(key in action for action in actions for key in ("protocol", "metaData")):
                 raise HistoryNotWritten(f"version {version}, committed by another writer during the run, "
@@ -237,20 +262,19 @@ class LogWriter:
         with ThreadPoolExecutor(max_workers=min(_AT_ONCE, len(commits))) as pool:
             return list(pool.map(one, commits))
 
-    def find(self, root: str, latest: int, run_id: str, since_ms: int) -> dict[str, tuple[int, dict[str, Any]]]:
-        """The commits of run ``run_id`` among ``root``'s commits made since ``since_ms``, read newest
-        first from ``latest``: {operation: (version, its commitInfo)}."""
-        found: dict[str, tuple[int, dict[str, Any]]] = {}
-        for version in range(latest, max(-1, latest - _LOOK_BACK), -1):
+    def find(self, root: str, latest: int, run_id: str, after: int | None) -> dict[str, int]:
+        """The commits of run ``run_id`` in ``root``'s log after version ``after`` (unknown: among the last
+        :data:`_LOOK_BACK` commits) up to ``latest``: {operation: version}. By version, not by the commits'
+        clocks: a writer whose clock runs behind hides nothing."""
+        found: dict[str, int] = {}
+        first = after + 1 if after is not None else max(0, latest - _LOOK_BACK + 1)
+        for version in range(first, latest + 1):
             text = self._read(commit_file(root, version))
             if text is None:  # cleaned up by the log's retention
-                break
+                continue
             info = _commit_info(text)
-            when = info.get("inCommitTimestamp", info.get("timestamp"))
-            if isinstance(when, int) and when < since_ms:
-                break
             if info.get("operationParameters", {}).get("runId") == json.dumps(run_id):
-                found.setdefault(info.get("operation", ""), (version, info))
+                found.setdefault(info.get("operation", ""), version)
         return found
 
     def _line(self, table: TableHistory, version: int, commit: VacuumCommit, read_version: int, txn: str) -> str:
@@ -278,11 +302,15 @@ class LogWriter:
         if uris.scheme_of(uri) == "s3":
             from botocore.exceptions import ClientError
 
+            if self.proof_folder is None:
+                raise HistoryNotWritten("history on S3 needs an --audit-table on S3: the folder where the run first proves "
+                                        "that the store honours If-None-Match")
+            put_if_absent.prove(self.proof_folder, "VACUUM START and END in the tables' logs", self._s3())
             bucket, key = uris.bucket_and_key(uri)
             try:
                 self._s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in _NOT_PUT:
+                if exc.response.get("Error", {}).get("Code") in put_if_absent.REFUSED:
                     return False
                 raise
             return True
@@ -301,11 +329,15 @@ class LogWriter:
     def _read(self, uri: str) -> str | None:
         if uris.scheme_of(uri) == "s3":
             bucket, key = uris.bucket_and_key(uri)
+            from botocore.exceptions import ClientError
+
             try:
                 body: bytes = self._s3().get_object(Bucket=bucket, Key=key)["Body"].read()
                 return body.decode()
-            except self._s3().exceptions.NoSuchKey:
-                return None
+            except ClientError as exc:  # by its code: each client has exception classes of its own
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return None
+                raise
         try:
             with open(uris.local_path(uri), encoding="utf-8") as src:
                 return src.read()
@@ -313,16 +345,18 @@ class LogWriter:
             return None
 
     def _s3(self) -> Any:
-        if self._client is None:
-            self._client = self.s3_client()
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = self.s3_client()
+            return self._client
 
 
-def history_writer(settings: DeleteSettings, before_put: BeforePut | None = None) -> LogWriter:
+def history_writer(settings: DeleteSettings, before_put: BeforePut | None = None,
+                   proof_folder: str | None = None) -> LogWriter:
     """A LogWriter reaching S3 as the deletes do (``settings``: endpoint, timeouts, attempts)."""
     return LogWriter(lambda: S3BatchDeleter.make_client(
         settings.endpoint_url, settings.read_timeout_seconds,
-        retries={"mode": "standard", "max_attempts": settings.max_attempts}), before_put)
+        retries={"mode": "standard", "max_attempts": settings.max_attempts}), before_put, proof_folder)
 
 
 # A table's history as a run decides it now, from the table's state (TableHistory.of with the run's settings).
@@ -386,33 +420,40 @@ class RunHistory:
             run_tables[root].history = f"{START} at version {self.started[root]}, {end} ({self.tables[root].setting})"
 
 
-def close_killed_run(spark: SparkSession, writer: LogWriter, run_id: str, roots: list[str], noted_ms: int,
+def close_killed_run(spark: SparkSession, writer: LogWriter, run_id: str, planned: dict[str, int | None],
                      deleted: dict[str, int], history_of: HistoryOf) -> dict[str, str]:
-    """A VACUUM END (FAILED, with the deletes read back: ``deleted`` per root) in each of ``roots``
-    where run ``run_id``, killed, left a VACUUM START without one, decided as any commit of ours is:
-    from the table's state now (``history_of``); {root: why} where that was not done."""
+    """A VACUUM END (FAILED, with the deletes read back: ``deleted`` per root) in each table of ``planned``
+    (root: the version run ``run_id`` planned it from, None where its note does not say) where that run,
+    killed, left a VACUUM START without one, decided as any commit of ours is: from the table's state now
+    (``history_of``). Every commit since the START is read, up to the version the END goes to: where one
+    closes it already (another run settling the same killed run), that one stands. {root: why} where it
+    was not done."""
     storage = Storage(spark)
     problems: dict[str, str] = {}
-    segments, unreadable = log_segments(storage, [r for r in roots if uris.scheme_of(r) in _STORES])
+    segments, unreadable = log_segments(storage, [r for r in planned if uris.scheme_of(r) in _STORES])
     problems.update(unreadable)
-    open_starts = []
+    starts = {}
     for segment in segments:
         try:
-            found = writer.find(segment.table_root, segment.version, run_id, noted_ms)
+            found = writer.find(segment.table_root, segment.version, run_id, planned.get(segment.table_root))
         except Exception as exc:  # the settling goes on; the START stays open, said in the log
             problems[segment.table_root] = first_line(exc)
             continue
         if START in found and END not in found:
-            open_starts.append(segment.table_root)
-    if not open_starts:
+            starts[segment.table_root] = found[START]
+    if not starts:
         return problems
-    replay = read_logs(spark, storage, open_starts, check_paths=False)
+    replay = read_logs(spark, storage, list(starts), check_paths=False)
     problems.update({str(root): why for root, why in replay.failures.items()})
     for root, state in replay.states.items():
         try:
+            if END in writer.find(root, state.version, run_id, starts[root]):
+                continue  # closed meanwhile; a later END is caught up with by the commit itself
             writer.commit(history_of(state), state.version, end_commit(run_id, deleted.get(root, 0), None))
         except HistoryNotWritten as exc:
             problems[root] = str(exc)
+        except Exception as exc:  # a log that cannot be read now: the START stays open, said in the log
+            problems[root] = first_line(exc)
     return problems
 
 

@@ -11,6 +11,11 @@ bucket) is recorded as that run's ``deleted``, with the marker or the trash path
 ``restore`` can undo it; a local file gone that the run's delete journal did not note was gone
 before it, ``already_absent``; a file still there was never reached and gets no row. The killed
 run's table rows say ``failed``: it never finished.
+
+Two runs may settle one killed run at once. Its rows go in once (lakeio.audit.record_kept claims the
+append); only then are its delete journals removed and its VACUUM STARTs closed, with the counts the
+audit holds, so that a run that lost the append cannot have read the journals half gone, and one END
+closes each START (vacuum_jobs.history).
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from datetime import date, timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import audit_journal, uris
-from lakeio.audit import AuditAction, RunTable, check_audit_table, record_kept, run_rows
+from lakeio import audit_journal, put_if_absent, uris
+from lakeio.audit import AuditAction, RunTable, Settled, check_audit_table, record_kept, run_rows
 from lakeio.audit_journal import journal_of, prove_writable
 from lakeio.delta_write import BeforeCommit
 from lakeio.shapes import OUTCOMES
@@ -49,14 +54,19 @@ _RUNNING_LOCK = threading.Lock()
 def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings, history_of: HistoryOf, steps: Steps,
                 before_commit: BeforeCommit | None = None) -> list[str]:
     """Before a vacuum, restore or purge changes anything: the audit table can take its rows (its schema, a
-    write in its folder: IncompatibleTable or AuditUnwritable otherwise), and the runs kept for it are
+    write in its folder, commits there put only if absent: IncompatibleTable, AuditUnwritable or
+    lakeio.put_if_absent.PutIfAbsentUnproven otherwise), and the runs kept for it are
     appended first, a killed run's note settled into the rows of what it did (:func:`settler`, which
     closes its VACUUM START as ``history_of`` decides). Returns what could not be appended: kept for the
     next run, and said in this run's report."""
     check_audit_table(spark, audit_table)
     prove_writable(spark, audit_table)
+    if not put_if_absent.deltalake_locks_commits():
+        put_if_absent.prove(journal_of(audit_table), f"the audit table {audit_table}'s",
+                            S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds))
     try:
-        recorded = record_kept(spark, audit_table, settle=settler(spark, settings, history_of), before_commit=before_commit)
+        recorded = record_kept(spark, audit_table, settle=settler(spark, settings, history_of, journal_of(audit_table)),
+                               before_commit=before_commit)
     except Exception as exc:  # noqa: BLE001 - still kept: the next run tries again
         return [f"runs kept in {journal_of(audit_table)} could not be appended: {first_line(exc)}"]
     if recorded.runs:
@@ -65,18 +75,21 @@ def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings,
 
 
 def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: DataFrame, trash: str | None,
-                inventory_date: date | None) -> None:
-    """Note the files ``targets`` (shapes.CANDIDATES, with ``version_id`` on S3) before deleting any;
-    the run counts as running in this process until :func:`run_ended`."""
+                inventory_date: date | None, versions: dict[str, int]) -> None:
+    """Note the files ``targets`` (shapes.CANDIDATES, with ``version_id`` on S3) before deleting any, each
+    with the version its table was planned from (``versions``: where a later run looks for its VACUUM
+    START); the run counts as running in this process until :func:`run_ended`."""
     with _RUNNING_LOCK:
         _RUNNING.add(run_id)
+    planned = spark.createDataFrame(sorted(versions.items()), "table_root string, table_version long")
     version = F.col("version_id") if "version_id" in targets.columns else F.lit(None).cast("string")
     moved = (F.concat(F.lit(uris.join(uris.to_uri(trash), run_id) + "/"),
                       F.regexp_replace("path", r"^[a-z0-9+.\-]*:/*", "")) if trash else F.lit(None).cast("string"))
-    targets.select("table_root", "path", "length", "modificationTime", version.alias("version_id"),
+    targets.join(F.broadcast(planned), "table_root", "left").select(
+                   "table_root", "path", "length", "modificationTime", version.alias("version_id"),
                    moved.alias("trash_path"), F.lit(socket.gethostname()).alias("host"),
                    F.lit(os.getpid()).alias("pid"), F.lit(epoch_ms()).alias("noted_ms"),
-                   F.lit(inventory_date).cast("date").alias("inventory_date"),
+                   F.lit(inventory_date).cast("date").alias("inventory_date"), "table_version",
                    ).write.mode("overwrite").parquet(uris.join(audit_journal.journal_of(audit_table), run_id,
                                                                 audit_journal.INTENT))
 
@@ -92,13 +105,14 @@ def forget_intent(spark: SparkSession, audit_table: str, run_id: str) -> None:
     audit_journal.drop(spark, audit_table, run_id)
 
 
-def settler(spark: SparkSession, settings: DeleteSettings,
-            history_of: HistoryOf) -> Callable[[DataFrame, str], DataFrame | None]:
+def settler(spark: SparkSession, settings: DeleteSettings, history_of: HistoryOf,
+            proof_folder: str | None) -> Callable[[DataFrame, str], Settled | None]:
     """What :func:`lakeio.audit.record_kept` calls on a run that left only its note: the rows of
-    what it did (None while it may still be running). A VACUUM START it left open is closed where
-    ``history_of`` (the settling run's rule and gates, on each table's state now) allows."""
+    what it did (None while it may still be running). Once the audit holds them, its delete journals
+    go, and a VACUUM START it left open is closed where ``history_of`` (the settling run's rule and
+    gates, on each table's state now) allows."""
 
-    def settle(intent: DataFrame, run_id: str) -> DataFrame | None:
+    def settle(intent: DataFrame, run_id: str) -> Settled | None:
         owner = intent.select("host", "pid", "noted_ms", "inventory_date").first()
         if owner is None or _may_be_running(owner["host"], owner["pid"], owner["noted_ms"], run_id):
             return None
@@ -106,18 +120,27 @@ def settler(spark: SparkSession, settings: DeleteSettings,
                                    lambda rows, _: _looked_at(rows, settings, run_id, None),
                                    lambda rows: _looked_at(rows, settings, run_id, Storage(spark))
                                    ).localCheckpoint(eager=True)  # looked at once, before the journals go
-        roots = sorted(r["table_root"] for r in intent.select("table_root").distinct().collect())
-        DeleteJournal.remove(Storage(spark), roots, run_id)
-        deleted = {r["table_root"]: r["count"] for r in outcomes.where(
-            F.col("action") == AuditAction.DELETED.value).groupBy("table_root").count().collect()}
-        for root, why in close_killed_run(spark, history_writer(settings), run_id, roots, owner["noted_ms"],
-                                          deleted, history_of).items():
-            log.warning("run %s left a VACUUM START in %s that could not be closed: %s", run_id, root, why)
+        planned = _planned_versions(intent)
+        roots = sorted(planned)
+
+        def finish(deleted: dict[str, int]) -> None:
+            DeleteJournal.remove(Storage(spark), roots, run_id)
+            for root, why in close_killed_run(spark, history_writer(settings, proof_folder=proof_folder), run_id, planned, deleted,
+                                              history_of).items():
+                log.warning("run %s left a VACUUM START in %s that could not be closed: %s", run_id, root, why)
+
         why = "killed before it recorded: its deletes were read back from its note by a later run"
         tables = [RunTable(root, AuditAction.TABLE_FAILED, why) for root in roots]
-        return run_rows(spark, run_id, owner["noted_ms"], tables, outcomes, owner["inventory_date"])
+        return Settled(run_rows(spark, run_id, owner["noted_ms"], tables, outcomes, owner["inventory_date"]), finish)
 
     return settle
+
+
+def _planned_versions(intent: DataFrame) -> dict[str, int | None]:
+    """Each noted table and the version the run planned it from (None in a note written before the notes named it)."""
+    if "table_version" not in intent.columns:
+        return {r["table_root"]: None for r in intent.select("table_root").distinct().collect()}
+    return {r["table_root"]: r["table_version"] for r in intent.select("table_root", "table_version").distinct().collect()}
 
 
 def _may_be_running(host: str, pid: int, noted_ms: int, run_id: str) -> bool:

@@ -54,6 +54,7 @@ from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.replay import TableState, read_logs
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import current_objects, inventory_snapshot
+from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.shapes import OUTCOMES, local_frame
 from lakeio.spark import check_workers
 from lakeio.steps import Step, Steps, one_run
@@ -318,7 +319,7 @@ class Undo:
             return now_ms, read_audit(self.spark, audit)
         except TableNotFound:
             raise UndoError(f"{audit}: no audit table there") from None
-        except (IncompatibleTable, AuditUnwritable) as exc:
+        except (IncompatibleTable, AuditUnwritable, PutIfAbsentUnproven) as exc:
             raise UndoError(f"{exc}; nothing was deleted") from None
 
     def _history_of(self, state: TableState) -> TableHistory:
