@@ -16,6 +16,10 @@ next fault from ``put_script`` (then ``ok``):
 - ``lost``: the store takes the object, the connection closes before the answer reaches the
   client (which tries again, and is then told the key exists).
 
+With ``drop_if_none_match`` the proxy is an S3-compatible store that ignores the condition: it
+relays every conditional put without its ``If-None-Match`` header, so a second put of a key replaces
+the first.
+
 Past its script, a ``DeleteObjects`` is ``throttled`` as S3 throttles a prefix, where
 ``prefix_keys_per_second`` is set: each folder of the bucket takes that many keys a second (a
 request asks its keys' time of their folders, up to ``burst_seconds`` ahead); a request asking
@@ -114,13 +118,15 @@ def s3a_settings(endpoint: str) -> dict[str, str]:
 
 class FaultyS3:
     def __init__(self, upstream: str, hang_seconds: float = 2.0, delay_seconds: float = 0.0,
-                 prefix_keys_per_second: float | None = None, burst_seconds: float = 0.1, answer_deletes: bool = False):
+                 prefix_keys_per_second: float | None = None, burst_seconds: float = 0.1, answer_deletes: bool = False,
+                 drop_if_none_match: bool = False):
         self.upstream = urlsplit(upstream)
         self.hang_seconds = hang_seconds
         self.delay_seconds = delay_seconds  # every request waits this long before it is relayed
         self.prefix_keys_per_second = prefix_keys_per_second
         self.burst_seconds = burst_seconds
         self.answer_deletes = answer_deletes
+        self.drop_if_none_match = drop_if_none_match
         self._folders_free_at: dict[bytes, float] = {}  # (bucket/folder) -> when its keys so far have had their time
         self.gate: threading.Barrier | None = None  # when set, each DeleteObjects waits there for the others
         self.script: list[str] = []
@@ -188,6 +194,9 @@ class FaultyS3:
                 if self.command == "POST" and urlsplit(self.path).query.startswith("delete"):
                     return self._delete_objects(headers, body)
                 if self.command == "PUT" and "if-none-match" in {k.lower() for k in headers}:
+                    if proxy.drop_if_none_match:  # moto checks no signature here: the store sees a plain put
+                        headers = {k: v for k, v in headers.items() if k.lower() != "if-none-match"}
+                        return self._answer(*proxy._forward(self.command, self.path, headers, body))
                     return self._conditional_put(headers, body)
                 self._answer(*proxy._forward(self.command, self.path, headers, body))
 

@@ -15,6 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake
+from lakeio import put_if_absent
 from lakeio.deltalog.replay import TableState
 from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
@@ -232,17 +233,23 @@ def test_stores_and_tables_whose_commits_we_cannot_make_safely_are_noted_not_wri
 
 def test_history_follows_deltas_rule_unless_the_table_the_run_or_the_session_says_otherwise():
     """Delta's VacuumCommand.shouldLogVacuum: its session setting where set, else the schemes it trusts with
-    concurrent writes, never S3; a table's setting (tables file) and the run's come before it."""
+    concurrent writes, never S3; a table's setting (tables file) and the run's come before it. Delta's setting
+    never turns S3 on: in Delta it commits through Delta's own log store, and says nothing of other writers."""
     for scheme in ["file", "s3", "hdfs", "abfss", "gs", "wasbs", "adl", "s3n"]:
         root = "file:///lake/t" if scheme == "file" else f"{scheme}://bucket/t"
         for table, run, session in itertools.product([None, True, False], repeat=3):
             decided = history_setting(root, table, run, session)
-            first = next((v for v in (table, run, session) if v is not None), None)
-            assert decided.on == (first if first is not None else scheme in DELTA_RECORDS_ON), (root, table, run, session)
+            ours_ = next((v for v in (table, run) if v is not None), None)
+            trusted = scheme in DELTA_RECORDS_ON
+            expected = ours_ if ours_ is not None else (session if session is not None else True) if trusted else False
+            assert decided.on == expected, (root, table, run, session)
             assert str(decided).startswith("on: " if decided.on else "off: ")
-            if first is None:
-                assert f"Delta's default on {scheme}://" in decided.rule
+            if ours_ is None:
+                says_default = session is None or (session is False and not trusted)
+                assert (f"Delta's default on {scheme}://" in decided.rule) == says_default, decided.rule
     assert "s3" not in DELTA_RECORDS_ON and "s3a" not in DELTA_RECORDS_ON
+    refused = history_setting("s3://b/t", session=True)
+    assert not refused.on and "only --history" in refused.rule and "Delta's" in refused.rule
     assert "every writer of the table commits with S3 conditional writes" in history_setting("s3://b/t").rule
 
 
@@ -292,6 +299,8 @@ def faulty(s3_endpoint):
                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     root = f"s3://{bucket}/t"
     write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
+    put_if_absent.prove(f"s3://{bucket}/ours", "the test's", S3BatchDeleter.make_client(proxy.endpoint))
+    proxy.puts.clear()  # proven before the test's script: its puts are the commits'
     yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint), proof_folder=f"s3://{bucket}/ours")
     proxy.close()
 
@@ -342,3 +351,56 @@ def test_a_killed_runs_start_closed_after_in_commit_timestamps_were_enabled_leav
     assert [r.operation for r in described][start:] == [START, "SET TBLPROPERTIES", "WRITE", END, "WRITE"]
     assert sorted(r.id for r in spark.read.format("delta").load(str(path)).collect()) == [1, 2, 3]
     assert spark.read.format("delta").option("versionAsOf", start - 1).load(str(path)).count() == 1
+
+
+@pytest.mark.s3
+def test_many_tables_committed_to_at_once_get_every_start_and_end_each_time(s3_endpoint, monkeypatch):
+    """commit_each puts into up to 16 tables at once from one writer: its client is made once, for every
+    thread (made lazily by each, clients could differ in their exception classes, and a missing commit
+    file read as an error: 'cannot write its log'). Ten fresh writers in a row, twenty tables each."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    client = S3BatchDeleter.make_client(s3_endpoint)
+    bucket = f"history-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}
+    roots = [f"s3://{bucket}/t{i}" for i in range(20)]
+    for root in roots:
+        write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
+    versions = dict.fromkeys(roots, 0)
+    for round_ in range(10):
+        writer = history_writer(DeleteSettings(endpoint_url=s3_endpoint), proof_folder=f"s3://{bucket}/ours")
+        run = f"run-{round_}"
+        for commit in (start_commit(run, None, True, 168, 0, 0), end_commit(run, 0, 0)):
+            written = writer.commit_each([(TableHistory.of(_state(r, versions[r]), ASKED), versions[r], commit)
+                                          for r in roots])
+            assert all(isinstance(v, int) for v in written), [str(v) for v in written if not isinstance(v, int)]
+            versions = dict(zip(roots, written))
+    for root in roots:
+        assert [op for run in ours(root, options).values() for op, _ in run] == [START, END] * 10
+
+
+def test_a_killed_runs_start_is_found_by_version_whatever_the_clocks_of_the_commits_after_it(tmp_path):
+    """A writer whose clock runs behind commits after the START: the look for it goes by version, from the one the
+    killed run planned from, and the START is closed."""
+    root = f"file://{tmp_path}/t"
+    write_deltalake(str(tmp_path / "t"), pa.table({"id": [1]}))
+    writer = LogWriter(lambda: None)
+    start = writer.commit(TableHistory.of(_state(root, 0), ASKED), 0, start_commit("killed", None, True, 168, 1, 10))
+    behind = {"commitInfo": {"timestamp": 1000, "operation": "WRITE", "engineInfo": "a writer whose clock is behind"}}
+    (tmp_path / "t" / "_delta_log" / f"{start + 1:020d}.json").write_text(json.dumps(behind) + "\n")
+
+    found = writer.find(root, start + 1, "killed", 0)
+    assert found == {START: start}
+    closed = writer.commit(TableHistory.of(_state(root, start + 1), ASKED), start + 1, end_commit("killed", 1, None))
+    assert closed == start + 2
+    again = writer.commit(TableHistory.of(_state(root, start + 1), ASKED), start + 1, end_commit("killed", 1, None))
+    assert again == closed  # a second settler's END meets the first one's: one END for the run
+    assert [op for op, _ in ours(tmp_path / "t")["killed"]] == [START, END]
+
+
+def test_a_put_that_landed_though_every_answer_was_lost_is_the_commit(faulty):
+    proxy, root, options, writer = faulty
+    proxy.put_script = ["lost"] * 20  # the first put lands; every answer, the retries' 412s too, is lost
+    version = writer.commit(TableHistory.of(_state(root, 0), ASKED), 0, start_commit("run-1", None, True, 168, 0, 0))
+    assert version == 1 and [h["operation"] for h in DeltaTable(root, storage_options=options).history()] == [START, "WRITE"]
+    assert len(ours(root, options)["run-1"]) == 1
