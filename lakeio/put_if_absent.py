@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lakeio import uris
@@ -44,18 +45,18 @@ def deltalake_locks_commits() -> bool:
     return os.environ.get(LOCKING_PROVIDER, "").strip().lower() == "dynamodb"
 
 
-def prove(folder: str, what: str, client: Any = None) -> None:
-    """Prove that the S3 store ``client`` reaches (default: boto3's, as deltalake resolves it: AWS_ENDPOINT_URL
-    and the usual credentials) honours ``If-None-Match: *``, with a probe in ``folder`` (an ``s3://``
-    folder of ours: the probe is written and removed there); ``what`` names the commits that rely on
-    it, in the refusal. Once per endpoint and process; nothing for other schemes."""
+def prove(folder: str, what: str, client_of: Callable[[], Any] | None = None) -> None:
+    """Prove that the S3 store a client reaches (``client_of`` makes it; default: boto3's, as deltalake
+    resolves it: AWS_ENDPOINT_URL and the usual credentials) honours ``If-None-Match: *``, with a probe
+    in ``folder`` (an ``s3://`` folder of ours: the probe is written and removed there); ``what`` names
+    the commits that rely on it, in the refusal. Once per endpoint and process; nothing for other schemes."""
     folder = uris.canonical(folder)  # s3a:// and s3n:// name the same store
     if uris.scheme_of(folder) != "s3":
         return
     import boto3
     from botocore.exceptions import ClientError
 
-    client = client or boto3.session.Session().client("s3")
+    client = client_of() if client_of is not None else boto3.session.Session().client("s3")
 
     endpoint = str(client.meta.endpoint_url)
     with _lock:

@@ -300,7 +300,7 @@ def faulty(s3_endpoint):
                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     root = f"s3://{bucket}/t"
     write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
-    put_if_absent.prove(f"s3://{bucket}/ours", "the test's", S3BatchDeleter.make_client(proxy.endpoint))
+    put_if_absent.prove(f"s3://{bucket}/ours", "the test's", lambda: S3BatchDeleter.make_client(proxy.endpoint))
     proxy.puts.clear()  # proven before the test's script: its puts are the commits'
     yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint), proof_folder=f"s3://{bucket}/ours")
     proxy.close()

@@ -40,6 +40,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 import uuid
 from collections import Counter
@@ -350,6 +351,7 @@ class S3BatchDeleter:
         cap = keys_per_second or settings.keys_per_second
         self._cap = None if cap is None else Pace(cap, sleep)
         self._client = client
+        self._client_lock = threading.Lock()  # the prefixes' threads each reach for the client first
         self._versioning: dict[str, bool] = {}  # bucket -> versioning suspended
 
     @staticmethod
@@ -375,9 +377,10 @@ class S3BatchDeleter:
         """The deleter's own client. It sends requests this class builds, of fixed shape, so botocore's check
         of their parameters is skipped: walking 1,000 keys of a ``DeleteObjects`` took about a sixth of the
         request's CPU (a store that refuses a malformed request still answers with its reason)."""
-        if self._client is None:
-            self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds,
-                                            connections=self.settings.prefixes_at_once, validated=False)
+        with self._client_lock:
+            if self._client is None:
+                self._client = self.make_client(self.settings.endpoint_url, self.settings.read_timeout_seconds,
+                                                connections=self.settings.prefixes_at_once, validated=False)
         return self._client
 
     def delete(self, targets: list[Target]) -> Iterator[Outcome]:

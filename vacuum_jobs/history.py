@@ -305,7 +305,7 @@ class LogWriter:
             if self.proof_folder is None:
                 raise HistoryNotWritten("history on S3 needs an --audit-table on S3: the folder where the run first proves "
                                         "that the store honours If-None-Match")
-            put_if_absent.prove(self.proof_folder, "VACUUM START and END in the tables' logs", self._s3())
+            put_if_absent.prove(self.proof_folder, "VACUUM START and END in the tables' logs", self._s3)
             bucket, key = uris.bucket_and_key(uri)
             try:
                 self._s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")

@@ -63,7 +63,7 @@ def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings,
     prove_writable(spark, audit_table)
     if not put_if_absent.deltalake_locks_commits():
         put_if_absent.prove(journal_of(audit_table), f"the audit table {audit_table}'s",
-                            S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds))
+                            lambda: S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds))
     try:
         recorded = record_kept(spark, audit_table, settle=settler(spark, settings, history_of, journal_of(audit_table)),
                                before_commit=before_commit)
