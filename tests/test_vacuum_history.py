@@ -407,3 +407,18 @@ def test_a_put_that_landed_though_every_answer_was_lost_is_the_commit(faulty):
     version = writer.commit(TableHistory.of(_state(root, 0), ASKED), 0, start_commit("run-1", None, True, 168, 0, 0))
     assert version == 1 and [h["operation"] for h in DeltaTable(root, storage_options=options).history()] == [START, "WRITE"]
     assert len(ours(root, options)["run-1"]) == 1
+
+
+@pytest.mark.s3
+def test_history_on_s3_without_a_folder_of_ours_there_to_prove_the_store_writes_nothing(store, tmp_path):
+    """The store's put-if-absent is proven in the audit's folder: with the audit on a local disk, or none, a table on S3
+    gets no commit, and says why."""
+    root, options, writer = store
+    if not root.startswith("s3://"):
+        pytest.skip("a local disk's put-if-absent needs no proof")
+    write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
+    for folder in (None, f"file://{tmp_path}/audit/_unrecorded"):
+        writer.proof_folder = folder
+        with pytest.raises(HistoryNotWritten, match="history on S3 needs an --audit-table on S3"):
+            writer.commit(TableHistory.of(_state(root, 0), ASKED), 0, start_commit("run-1", None, True, 168, 0, 0))
+    assert not ours(root, options)

@@ -56,7 +56,8 @@ from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 from vacuum_jobs.report import CANNOT_WRITE, NOT_RECORDED, RunTables
 
 START, END = "VACUUM START", "VACUUM END"
-ENGINE = f"lake-housekeeping/{__version__}"
+_ENGINE_NAME = "lake-housekeeping/"
+ENGINE = f"{_ENGINE_NAME}{__version__}"
 # The session setting Delta's VACUUM reads (DeltaSQLConf.DELTA_VACUUM_LOGGING_ENABLED).
 LOGGING_SETTING = "spark.databricks.delta.vacuum.logging.enabled"
 # Where Delta records its vacuums when that setting is unset (VacuumCommand.supportedFsForLogging).
@@ -238,7 +239,7 @@ class LogWriter:
             actions = _actions(text)
             info = _commit_info_of(actions)
             if info.get("txnId") == txn or (
-                    info.get("operation") == commit.operation and info.get("engineInfo", "").startswith("lake-housekeeping/")
+                    info.get("operation") == commit.operation and info.get("engineInfo", "").startswith(_ENGINE_NAME)
                     and info.get("operationParameters", {}).get("runId") == commit.parameters["runId"]):
                 return version, True
             if any(key in action for action in actions for key in ("protocol", "metaData")):
@@ -302,7 +303,7 @@ class LogWriter:
         if uris.scheme_of(uri) == "s3":
             from botocore.exceptions import ClientError
 
-            if self.proof_folder is None:
+            if self.proof_folder is None or uris.scheme_of(uris.canonical(self.proof_folder)) != "s3":
                 raise HistoryNotWritten("history on S3 needs an --audit-table on S3: the folder where the run first proves "
                                         "that the store honours If-None-Match")
             put_if_absent.prove(self.proof_folder, "VACUUM START and END in the tables' logs", self._s3)
