@@ -230,7 +230,7 @@ class Lake:
         targets = self.spark.createDataFrame([(root, path, 1, 0, None) for path in files],
                                              "table_root string, path string, length long, modificationTime long, "
                                              "version_id string")
-        note_intent(self.spark, self.audit, run_id, targets, None, None)
+        note_intent(self.spark, self.audit, run_id, targets, None, None, {})
         for path in files:
             self.client.delete_object(Bucket=self.lake, Key=path.split("/", 3)[3])
         run_ended(run_id)
