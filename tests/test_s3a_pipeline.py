@@ -210,7 +210,8 @@ def test_a_second_vacuum_over_the_first_runs_delete_markers_plans_none_of_them(s
     first = _deliver(s3, tmp_path / "d1", lake, housekeeping, before, now - timedelta(days=1))
     assert not IngestInventory(spark, inventory, {}).execute([first]).refused
     run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
-                 delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48, history=True)
+                 delete=DeleteSettings(endpoint_url=s3_endpoint), max_inventory_age_hours=48, history=True,
+                 audit_table=f"s3a://{housekeeping}/tables/audit")  # where the store's If-None-Match is proven first
     [report] = run.tables
     assert report.counts.deleted_files >= 2 and report.counts.noncurrent_files == len(overwritten)
     # Told so (history=True), the run puts its VACUUM START and END into the log on S3 (If-None-Match).

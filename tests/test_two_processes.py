@@ -1,10 +1,10 @@
 """Two of our processes writing our own tables at once: every commit lands, nothing is recorded twice.
 
-Each case runs the jobs from their command lines in OS processes of their own (never threads of one
-JVM), on a local disk and on moto's S3 server through ``s3a://``, with and without Delta's jars. The
-interleaving is forced: process A is held at its first commit into our tables, after it read the
-table it commits against (tests.held_process), while process B runs from start to end; then A goes
-on, and must find its version taken and commit after B. With Delta's jars our commits used to go
+Each case runs the jobs from their command lines in two OS processes (never threads of one JVM): A in
+a process of its own, B in the test's process, on a local disk and on moto's S3 server through
+``s3a://``, with and without Delta's jars. The interleaving is forced: process A is held at its first
+commit into our tables, after it read the table it commits against (tests.held_process), while B runs
+from start to end; then A goes on, and must find its version taken and commit after B. With Delta's jars our commits used to go
 through Delta's S3 log store, safe for one JVM only: A's PUT replaced B's commit, and both exited 0.
 """
 
@@ -24,6 +24,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from inventory_etl.cli import main as ingest_main
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio import audit_journal
@@ -33,6 +34,7 @@ from tests.conftest import JARS
 from tests.lakes import inventory_of, ours, vacuum
 from tests.s3_faults import FaultyS3, s3a_settings
 from tests.test_erasure_versions import _listing
+from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.deleter import DeleteSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.jars_too]  # whole jobs in processes of their own, with Delta's jars too
@@ -54,6 +56,12 @@ def _env(endpoint: str | None = None) -> dict[str, str]:
 def _run(env: dict[str, str], module: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
+
+
+def _here(module: str, *args: str) -> subprocess.CompletedProcess:
+    """``module``'s command line in this test's own process (the second OS process, its Spark session warm)."""
+    main = {"vacuum_jobs": vacuum_main, "inventory_etl": ingest_main}[module]
+    return subprocess.CompletedProcess([module, *args], main(list(args)), "", "")
 
 
 class Held:
@@ -148,7 +156,7 @@ def test_two_vacuums_sharing_one_audit_table_each_record_every_delete_once(spark
     env = _env(lake.endpoint)
     before = lake.files()
     a = Held(lake.work, env, "vacuum_jobs", *lake.vacuum_args(lake.tables[0]))  # held at its audit commit
-    b = _run(env, "vacuum_jobs", *lake.vacuum_args(lake.tables[1]))
+    b = _here("vacuum_jobs", *lake.vacuum_args(lake.tables[1]))
     _ok(b, a.release())
 
     vanished = before - lake.files()
@@ -175,7 +183,7 @@ def test_two_ingestions_of_other_days_and_buckets_at_once_keep_every_delivered_r
         manifest = write_delivery(str(tmp_path / f"dest-{i}"), bucket, "daily", objects_in_folder(str(folder)), day)
         manifests.append(manifest)
     a = Held(tmp_path, env, "inventory_etl", "--inventory-table", inventory, "--manifest", manifests[0])
-    b = _run(env, "inventory_etl", "--inventory-table", inventory, "--manifest", manifests[1])
+    b = _here("inventory_etl", "--inventory-table", inventory, "--manifest", manifests[1])
     _ok(b, a.release())
 
     table = DeltaTable(("s3" + inventory.removeprefix("s3a")) if lake.endpoint else inventory,
@@ -195,7 +203,7 @@ def test_two_runs_settling_one_killed_run_record_its_deletes_once_and_close_its_
     assert len(gone) == 2
 
     a = Held(lake.work, env, "vacuum_jobs", *lake.vacuum_args(lake.tables[1], *history))  # held at the settled rows
-    b = _run(env, "vacuum_jobs", *lake.vacuum_args(lake.tables[1], *history))
+    b = _here("vacuum_jobs", *lake.vacuum_args(lake.tables[1], *history))
     _ok(b, a.release())
 
     rows = read_audit(spark, lake.audit).collect()
