@@ -253,7 +253,9 @@ def _append_unless_held(spark: SparkSession, audit_table: str, run_id: str, rows
     for _ in range(COMMIT_ATTEMPTS):
         table = open_table(uris.to_uri(audit_table))
         version = table.version() if table is not None else -1
-        if version >= 0 and read_audit(spark, audit_table, version).where(F.col("run_id") == run_id).limit(1).count():
+        # A run's rows all lie in its run_date's partition: only that one is read.
+        if version >= 0 and read_delta(spark, audit_table, {"run_date": run_date.isoformat()}, version=version).where(
+                F.col("run_id") == run_id).limit(1).count():
             return False
         try:
             append_rows(spark, audit_table, rows, run_date, before_commit=before_commit, read_version=version)
