@@ -54,10 +54,9 @@ def prove(folder: str, what: str, client_of: Callable[[], Any] | None = None) ->
     if uris.scheme_of(folder) != "s3":
         return
     import boto3
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     client = client_of() if client_of is not None else boto3.session.Session().client("s3")
-
     endpoint = str(client.meta.endpoint_url)
     with _lock:
         if endpoint in _proven:
@@ -83,7 +82,7 @@ def prove(folder: str, what: str, client_of: Callable[[], Any] | None = None) ->
                     "S3DynamoDBLogStore uses; docs/operations.md)") from None
             finally:
                 client.delete_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
+        except (ClientError, BotoCoreError) as exc:  # refused, or not reached: said in one line all the same
             raise PutIfAbsentUnproven(f"s3://{bucket}/{key}: cannot prove that {endpoint} honours conditional "
-                                         f"writes ({what}): {first_line(exc)}") from None
+                                      f"writes ({what}): {first_line(exc)}") from None
         _proven.add(endpoint)
