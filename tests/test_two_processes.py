@@ -85,8 +85,10 @@ class Held:
         return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
 
     def kill(self) -> None:
+        """SIGKILL at the held point; the process must have died of it, not ended on its own."""
         self.process.send_signal(signal.SIGKILL)
-        self.process.communicate(timeout=60)
+        out, err = self.process.communicate(timeout=60)
+        assert self.process.returncode == -signal.SIGKILL, (self.process.returncode, out[-2000:], err[-3000:])
 
 
 def _ok(*done: subprocess.CompletedProcess) -> None:
