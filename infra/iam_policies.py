@@ -165,7 +165,9 @@ def policy(role: Role, scope: Scope) -> dict[str, Any]:
             statements.append(_allow("PutHistoryCommits", ["s3:PutObject"], [t.objects("*/_delta_log/*")
                                                                               for t in scope.tables]))
         if scope.deletes:
-            # whether a bucket's versioning is suspended decides whether a delete was final
+            # whether a bucket's versioning is suspended decides whether a delete was final; each key is asked
+            # with If-Match: * (deleted only if there), which needs s3:DeleteObject alone: a condition on the key's
+            # own ETag would need s3:GetObject on the data too, which this role never gets
             statements.append(_allow("DeleteUnderTables", ["s3:DeleteObject", "s3:GetBucketVersioning"],
                                      tables + lake_buckets))
             # a killed run's deletes are read back from its keys' versions

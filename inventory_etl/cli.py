@@ -7,6 +7,7 @@ partition), 1 when any was refused (or none was found), 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -25,6 +26,7 @@ from lakeio.cli import (
     one_line_errors,
     open_session,
     place,
+    program,
     report_out,
 )
 from lakeio.deprecation import warn_old_flags
@@ -37,7 +39,7 @@ _BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m inventory_etl",
+        prog=program("inventory_etl"),
         description="Ingest S3 Inventory deliveries (manifest.json + Parquet, ORC or CSV reports) into one "
                     f"Delta table partitioned by {', '.join(PARTITION_COLUMNS)}. Every URI may be a local path, "
                     "a file:// URI or any scheme the cluster can read (s3://, s3a://, ...).",
@@ -97,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--path-root takes BUCKET=URI (a bucket name, no spaces), got {item!r}")
         path_roots[bucket] = root
 
+    root_on_disk = args.inventory_root and uris.scheme_of(args.inventory_root) in (None, "file")
+    if root_on_disk and not os.path.isdir(uris.local_path(uris.to_uri(args.inventory_root))):
+        parser.error(f"--inventory-root {args.inventory_root}: no such folder")
+
     started = time.monotonic()
     spark = open_session("inventory_etl", parser, args)
     if args.migrate_from:
@@ -108,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.inventory_root:
         held = held_partitions(uris.to_uri(args.inventory_table))
         try:
+            if not root_on_disk and not Storage(spark).exists(args.inventory_root):  # not an empty one: none at all
+                print(f"error: --inventory-root {args.inventory_root}: nothing there (no such folder or prefix)",
+                      file=sys.stderr)
+                return 1
             found = discover(Storage(spark), args.inventory_root, args.date, args.source_bucket, args.config_id,
                              held, args.lookback_days)
         except Exception as exc:  # noqa: BLE001 - the store's reason, naming the root

@@ -249,7 +249,11 @@ class IngestInventory:
         for uri in manifest_uris:
             try:
                 body = self._read(uri)
-                checksum = self._read(uris.join(uris.parent(uri), "manifest.checksum")) if self.verify_checksums else None
+                try:
+                    checksum = self._read(uris.join(uris.parent(uri), "manifest.checksum")) if self.verify_checksums else None
+                except DeliveryError:
+                    parse_manifest(uri, body, None)  # a manifest that does not parse says so, checksum or none
+                    raise
                 manifest = parse_manifest(uri, body, checksum)
                 try:
                     partition_folder(PARTITION_COLUMNS, _partition(manifest))

@@ -52,7 +52,7 @@ from lakeio.inventory import (
 from lakeio.spark import check_workers
 from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
-from lakeio.text import StrEnum, human_bytes, shorten
+from lakeio.text import StrEnum, human_bytes, shorten, usd
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
 
@@ -75,6 +75,12 @@ class ChargeCategory(StrEnum):
 
 
 CATEGORIES = tuple(ChargeCategory)
+# The terminal table's columns, each the categories it adds up: every category is in one, so a row adds up to its total.
+SUMMARY_COLUMNS = (("live", (ChargeCategory.LIVE,)), ("timetravel", (ChargeCategory.TIME_TRAVEL,)),
+            ("reclaim", (ChargeCategory.RECLAIMABLE,)), ("log", (ChargeCategory.LOG,)),
+            ("noncurr", (ChargeCategory.NONCURRENT, ChargeCategory.DELETE_MARKER)),
+            ("other", (ChargeCategory.OTHER, ChargeCategory.UNTRACKED, ChargeCategory.UNCLASSIFIED)))
+NO_GROWTH = "growth/day: the change since the oldest inventory date the table holds; it holds one date so far"
 UNKNOWN_CLASS = "UNKNOWN"  # the inventory has no storage class for the object
 NO_CLASS = "NONE"  # a delete marker's: S3 stores no bytes for it, in no storage class
 
@@ -242,21 +248,25 @@ class ChargebackResult:
         prefix = uris.common_folder([t.table for t in tables if t.table])
         lines = [
             f"chargeback of {self.inventory_table} as of {self.inventory_date}: {len(tables)} table(s) and "
-            f"untracked areas, {human_bytes(total_bytes)}, ${total_usd:,.2f}/month"
+            f"untracked areas, {human_bytes(total_bytes)}, {usd(total_usd)}/month"
             + (f"; tables under {prefix}" if prefix else ""),
-            f"{'table':<48} {'total':>10} {'live':>10} {'timetravel':>10} {'reclaim':>10} {'noncurr':>10} "
-            f"{'$/month':>10} {'growth/day':>11}",
+            f"{'table':<40} {'total':>10} " + " ".join(f"{heading:>10}" for heading, _ in SUMMARY_COLUMNS)
+            + f" {'$/month':>8} {'growth/day':>11}",
         ]
         for t in tables[:top]:
             name = t.table.removeprefix(prefix) if t.table else f"(untracked in {t.bucket})"
             growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day))
             b = t.bytes_by_category
-            lines.append(
-                f"{shorten(name, 48):<48} {human_bytes(t.bytes):>10} {human_bytes(b.get('live', 0)):>10} "
-                f"{human_bytes(b.get('time_travel', 0)):>10} {human_bytes(b.get('reclaimable', 0)):>10} "
-                f"{human_bytes(b.get('noncurrent', 0)):>10} {t.usd_per_month:>10,.2f} {growth:>11}")
+            lines.append(f"{shorten(name, 40):<40} {human_bytes(t.bytes):>10} "
+                         + " ".join(f"{human_bytes(sum(b.get(c, 0) for c in held)):>10}" for _, held in SUMMARY_COLUMNS)
+                         + f" {usd(t.usd_per_month):>8} {growth:>11}")
         if len(tables) > top:
             lines.append(f"... and {len(tables) - top} more in the CSV/JSON output")
+        if any(t.bytes_by_category.get(ChargeCategory.RECLAIMABLE, 0) for t in tables):
+            lines.append(f"reclaim: what the inventory of {self.inventory_date} lists that a vacuum may delete; a vacuum "
+                         "run after it removed what it deleted, which the next delivery shows")
+        if not any(t.growth_bytes_per_day is not None for t in tables):
+            lines.append(NO_GROWTH)
         lines.append("totals match the inventory, bucket by bucket" if self.balanced
                      else "ERROR: the split does not add up to the inventory's totals")
         for root, reason in self.unreadable.items():

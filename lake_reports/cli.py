@@ -30,6 +30,7 @@ from lakeio.cli import (
     one_line_errors,
     open_session,
     place,
+    program,
     report_out,
 )
 from lakeio.delta_read import TableNotFound
@@ -39,7 +40,7 @@ OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.cs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lake_reports",
+    parser = argparse.ArgumentParser(prog=program("lake_reports"),
                                      description="Storage chargeback and erasure evidence from the inventory "
                                                  "table, the Delta logs and the vacuum audit table.")
     add_version_argument(parser)

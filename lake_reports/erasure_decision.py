@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from lakeio.audit import AuditAction
+from lakeio.audit import REMOVED, AuditAction
 from lakeio.object_lock import Lock
 from lakeio.text import StrEnum, human_bytes
 from lakeio.times import hours_ms, iso_utc
@@ -145,7 +145,9 @@ def _deleted(answer: Answer, run_row: AuditEntry, finished: AuditEntry | None, t
     ``finished``: the restore or purge row that acted on that delete, if any; ``left_by``: the newest
     restore or purge row that left it alone (kept by a rule, or its delete failed: its ``error`` says why)."""
     run_id, at = run_row.run_id, iso_utc(run_row.at_ms)
-    deleted = f"deleted at {at} by vacuum run {run_id}"
+    deleted = (f"deleted at {at} by vacuum run {run_id}" if run_row.action == AuditAction.DELETED else
+               f"gone at {at}, when vacuum run {run_id} deleted it or found it already gone (the store's answer to "
+               "its delete cannot tell which)")
     marker = run_row.delete_marker_id
     trash = run_row.trash_path
     kept = f"moved to the trash ({trash})" if trash else f"delete marker {marker}"
@@ -281,7 +283,7 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
     restores = [r for r in trail if r.action == AuditAction.RESTORED]
     back_at = restores[-1].at_ms if restores else -1
     # The first delete since the file last came back is its erasure (a re-run deleting it again is not).
-    deleted = [r for r in vacuumed if r.action == AuditAction.DELETED and r.at_ms > back_at]
+    deleted = [r for r in vacuumed if r.action in REMOVED and r.at_ms > back_at]
     if deleted:
         runs = {r.run_id for r in deleted}
         purged = [r for r in trail if r.source_run_id in runs and r.action in _PURGING]

@@ -62,7 +62,7 @@ from lake_reports.erasure_decision import (
     decide,
 )
 from lakeio import catalog, uris
-from lakeio.audit import DELETING_RUNS, AuditAction, read_audit
+from lakeio.audit import DELETING_RUNS, REMOVED, AuditAction, read_audit
 from lakeio.delta_read import TableNotFound
 from lakeio.deltalog import gates
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
@@ -393,7 +393,7 @@ class ErasureEvidence:
     def _purges(self, tables: dict[str, TableErasure], audit: DataFrame, roots: list[str]) -> dict[str, int]:
         """Which tables' deletes can be undone (delete markers, a trash), and the newest purge run of each (of the
         lake, where none of its own recorded a row): its undo window and when it ran."""
-        undoable = of_tables(audit.where((F.col("action") == AuditAction.DELETED.value)
+        undoable = of_tables(audit.where(F.col("action").isin(*REMOVED)
                                          & F.coalesce("delete_marker_id", "trash_path").isNotNull())
                              .select("table_root").distinct(), roots)
         runs = audit.where(F.col("path").isNull() & (F.col("action") == AuditAction.TABLE_PURGED.value)).select(

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from lake_reports.charges import CATEGORIES, ChargebackResult, TableCharge
+from lake_reports.charges import CATEGORIES, NO_GROWTH, ChargebackResult, TableCharge
 from lakeio import uris
-from lakeio.text import human_bytes, shorten
+from lakeio.text import human_bytes, shorten, usd
 
 COLOURS = {
     "live": "#2b6cb0", "time_travel": "#63b3ed", "reclaimable": "#e53e3e", "log": "#805ad5",
@@ -26,7 +26,7 @@ def render(result: ChargebackResult) -> str:
     tables = result.tables()
     prefix = uris.common_folder([t.table for t in tables if t.table])
     total = sum(t.bytes for t in tables)
-    usd = sum(t.usd_per_month for t in tables)
+    dollars = sum(t.usd_per_month for t in tables)
     warnings = [f"{escape(root)}: {escape(reason)}" for root, reason in result.unreadable.items()]
     if result.unpriced:
         warnings.append("no price for storage class(es) " + escape(", ".join(result.unpriced)))
@@ -50,11 +50,11 @@ th:first-child, td:first-child {{ text-align: left; white-space: normal; overflo
 <h1>Storage chargeback</h1>
 <p>Inventory <code>{escape(result.inventory_table)}</code> as of <b>{escape(result.inventory_date)}</b>;
 generated {escape(result.generated_at)}. {len(tables)} table(s) and untracked areas,
-<b>{human_bytes(total)}</b>, <b>{_usd(usd)}</b> per month.{
+<b>{human_bytes(total)}</b>, <b>{_usd(dollars)}</b> per month.{
     f" Tables are named relative to <code>{escape(prefix)}</code>." if prefix else ""}</p>
 {"".join(f'<p class="warn">{w}</p>' for w in warnings)}
 <h2>Top tables by bytes</h2>
-{_legend()}
+{_legend(tables[:TOP_TABLES])}
 {_top_tables_chart(tables[:TOP_TABLES], prefix)}
 <h2>By storage class</h2>
 {_storage_class_chart(result)}
@@ -70,8 +70,10 @@ def _name(charge: TableCharge, prefix: str = "") -> str:
     return charge.table.removeprefix(prefix) if charge.table else f"(untracked in {charge.bucket})"
 
 
-def _legend() -> str:
-    items = "".join(f'<span><i style="background:{COLOURS[c]}"></i>{c.replace("_", " ")}</span>' for c in CATEGORIES)
+def _legend(tables: list[TableCharge]) -> str:
+    """The categories the chart shows: those with bytes in one of its tables."""
+    shown = [c for c in CATEGORIES if any(t.bytes_by_category.get(c, 0) for t in tables)]
+    items = "".join(f'<span><i style="background:{COLOURS[c]}"></i>{c.replace("_", " ")}</span>' for c in shown)
     return f'<p class="legend">{items}</p>'
 
 
@@ -108,7 +110,7 @@ def _storage_class_chart(result: ChargebackResult) -> str:
     label_width, bar_width, row = 200, 500, 24
     largest = max((b for b, _ in by_class.values()), default=0) or 1
     parts = []
-    for i, (storage_class, (size, usd)) in enumerate(ordered):
+    for i, (storage_class, (size, dollars)) in enumerate(ordered):
         y = i * row
         width = size / largest * bar_width
         parts += [
@@ -116,7 +118,7 @@ def _storage_class_chart(result: ChargebackResult) -> str:
             f'<rect x="{label_width}" y="{y + 4}" width="{width:.1f}" height="{row - 8}" fill="{SERIES[0]}">'
             f'<title>{escape(storage_class)}: {human_bytes(int(size))}</title></rect>',
             f'<text x="{label_width + width + 6:.1f}" y="{y + 16}" font-size="12">'
-            f'{human_bytes(int(size))}, {_usd(usd)}/month</text>',
+            f'{human_bytes(int(size))}, {_usd(dollars)}/month</text>',
         ]
     return _svg("storage-classes", label_width + bar_width + 200, max(len(ordered), 1) * row, parts)
 
@@ -168,15 +170,17 @@ def _tables_table(tables: list[TableCharge], prefix: str) -> str:
         growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day)) + "/day"
         rows.append(f"<tr><td>{escape(_name(t, prefix))}</td><td>{t.objects:,}</td><td>{human_bytes(t.bytes)}</td>{cells}"
                     f"<td>{_usd(t.usd_per_month)}</td><td>{growth}</td></tr>")
+    why = "" if any(t.growth_bytes_per_day is not None for t in tables) else f"<p>{escape(NO_GROWTH)}</p>"
     return (f'<div class="wide"><table><tr><th>table</th><th>objects</th><th>total</th>{head}<th>$/month</th>'
-            f'<th>growth</th></tr>' + "".join(rows) + "</table></div>")
+            f'<th>growth</th></tr>' + "".join(rows) + "</table></div>" + why)
 
 
 def _usd(amount: float) -> str:
-    """Dollars to the cent, as HTML; an amount that rounds to nothing but is not nothing says so."""
-    return "&lt;$0.01" if 0 < amount < 0.005 else f"${amount:,.2f}"
+    return escape(usd(amount))
 
 
 def _svg(chart_id: str, width: int, height: int, parts: list[str]) -> str:
+    """A chart drawn ``width`` wide, shrunk with its labels to a narrower window (never scrolled sideways)."""
     return (f'<svg id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img">' + "".join(parts) + "</svg>")
+            f'viewBox="0 0 {width} {height}" style="max-width: 100%; height: auto" role="img">'
+            + "".join(parts) + "</svg>")

@@ -68,6 +68,9 @@ class AuditAction(StrEnum):
     WOULD_DELETE = "would_delete"  # planned in a dry run
     DELETED = "deleted"
     ALREADY_ABSENT = "already_absent"  # the store says it was gone before the delete
+    # gone after the run's delete, which the store took without saying whether the key was there (S3 without
+    # conditional deletes: lakeio.delete_if_present); not counted as deleted, nor as absent
+    DELETED_OR_ABSENT = "deleted_or_absent"
     FAILED = "failed"
     TABLE_VACUUMED = "table_vacuumed"
     TABLE_DRY_RUN = "table_dry_run"
@@ -90,6 +93,8 @@ class AuditAction(StrEnum):
         return cls(f"table_{status}")
 
 
+# What a run's delete of a file may have removed: restore, purge and the erasure evidence act on either.
+REMOVED = (AuditAction.DELETED.value, AuditAction.DELETED_OR_ABSENT.value)
 # Runs that deleted files (dry runs do not): what bounds an erasure.
 DELETING_RUNS = (AuditAction.TABLE_VACUUMED, AuditAction.TABLE_FAILED)
 
@@ -218,7 +223,9 @@ def record_kept(spark: SparkSession, audit_table: str, journal: str | None = Non
     pending = []
     for kept in runs:
         run_id = uris.name(kept)
-        parts = {uris.name(e.uri) for e in storage.list(kept) if e.is_dir}
+        # A part with no data file yet (a note still being written, or the empty folders a store keeps as
+        # markers of one removed) holds nothing to read: passed by, not an unreadable folder.
+        parts = {uris.name(e.uri) for e in storage.list(kept) if e.is_dir and _holds_data(storage, e.uri)}
         finish = None
         try:
             if audit_journal.ROWS in parts:
@@ -263,6 +270,11 @@ def _append_unless_held(spark: SparkSession, audit_table: str, run_id: str, rows
         except CommitLost:
             continue
     raise CommitLost(f"{audit_table}: {COMMIT_ATTEMPTS} appends of run {run_id} in a row lost to other writers")
+
+
+def _holds_data(storage: Storage, folder: str) -> bool:
+    """Whether ``folder`` holds a data file of its own (not a hidden ``_``/``.`` one, as a write in progress leaves)."""
+    return any(not e.is_dir and not uris.name(e.uri).startswith(("_", ".")) for e in storage.list(folder))
 
 
 def _deleted_per_table(spark: SparkSession, audit_table: str, run_id: str) -> dict[str, int]:

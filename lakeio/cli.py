@@ -16,13 +16,26 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from lakeio import __version__, uris
+from lakeio import spark as sessions
 from lakeio.delta_write import DeltaStorageError
+from lakeio.errors import HousekeepingError
 from lakeio.spark import PROJECT_PACKAGES, get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def program(module: str) -> str:
+    """How the user started ``module``'s job, for its usage lines: the packaged entry script under
+    spark-submit (infra.package's ``run_<module>.py``), the installed console script, or ``python -m``."""
+    launched = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if launched == f"run_{module}.py":
+        return f"spark-submit ... {launched}"
+    if launched == module.replace("_", "-"):
+        return launched
+    return f"python -m {module}"
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +94,8 @@ def place(metavar: str, *, local: bool = False) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(f"empty: expected a {metavar} (a local path or a URI)")
         if local and not _is_local(value):
             raise argparse.ArgumentTypeError(f"{value}: expected a folder on this machine's disk")
+        if why := uris.malformed(value):
+            raise argparse.ArgumentTypeError(why)
         if kind != "any" and _is_local(value) and value.strip() == value:
             on_disk = uris.local_path(uris.to_uri(value))
             if kind in ("table", "folder") and os.path.isfile(on_disk):
@@ -109,17 +124,65 @@ def open_session(app: str, parser: argparse.ArgumentParser, args: argparse.Names
     setup_logging(args.log_level)
     spark = get_spark(app, args.master)
     storage = Storage(spark)
+    on_s3: list[tuple[str, str]] = []
     for action in _place_actions(parser):
         values = getattr(args, action.dest, None)
         for value in values if isinstance(values, list) else [values] if values else []:
             scheme = uris.scheme_of(place_of(str(action.metavar), value))
+            if scheme in ("s3", "s3a", "s3n"):
+                on_s3.append((action.option_strings[0], place_of(str(action.metavar), value)))
             if scheme is None or scheme in KNOWN_STORES:
                 continue
             try:
                 storage.check_scheme(scheme)
             except Exception as exc:  # noqa: BLE001 - the JVM's reason, in one line
                 parser.error(f"{action.option_strings[0]} {value}: {first_line(exc)}")
+    if on_s3:
+        check_endpoints(spark, on_s3)
     return spark
+
+
+class EndpointUnreachable(HousekeepingError, OSError):
+    """An S3 endpoint the run's places are reached through does not answer."""
+
+
+ENDPOINT_SECONDS = 5  # a store that has not answered in this long, twice, is not there
+
+
+def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
+    """Each endpoint the first S3 place (``(option, uri)``) is reached through answers: Spark's S3 connector's
+    (``fs.s3a.endpoint``) and the Python clients' (boto3's resolution: ``AWS_ENDPOINT_URL``). Said within
+    seconds, naming the endpoint, where the connector's own retries would take minutes; any answer at all
+    (a refusal, no such bucket) passes: the run says what it means where it meets it."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    option, place = places[0]
+    bucket = uris.bucket_and_key(place)[0]
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    s3a = (hadoop.get("fs.s3a.endpoint") or "").strip()
+    if s3a and "://" not in s3a:
+        s3a = ("http://" if (hadoop.get("fs.s3a.connection.ssl.enabled") or "").lower() == "false" else "https://") + s3a
+    config = Config(connect_timeout=ENDPOINT_SECONDS, read_timeout=ENDPOINT_SECONDS, retries={"total_max_attempts": 2})
+    for endpoint in dict.fromkeys([s3a or None, os.environ.get("AWS_ENDPOINT_URL") or None]):
+        client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        try:
+            client.head_bucket(Bucket=bucket)
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:
+            raise EndpointUnreachable(
+                f"{option} {place}: the endpoint {client.meta.endpoint_url} does not answer ({type(exc).__name__} "
+                f"within {ENDPOINT_SECONDS} s, twice): check the endpoint URL (AWS_ENDPOINT_URL, fs.s3a.endpoint, "
+                "--s3-endpoint-url), the network, and that the service is up") from None
+        except (ClientError, NoCredentialsError):
+            pass  # it answered
 
 
 def _place_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
@@ -135,11 +198,13 @@ def _is_local(path: str) -> bool:
     return uris.scheme_of(path) in (None, "file")
 
 
-def read_text(spark: SparkSession, path: str) -> str:
-    """A small input file (tables list, prices) from a local path or any Hadoop URI (``s3://``)."""
+def read_text(spark: SparkSession | None, path: str) -> str:
+    """A small input file (tables list, prices) from a local path, or any Hadoop URI (``s3://``) through ``spark``."""
     if _is_local(path):
         with open(uris.local_path(uris.to_uri(path))) as source:
             return source.read()
+    if spark is None:
+        raise ValueError(f"{path}: a remote file is read once Spark runs")
     return Storage(spark).read_bytes(path).decode("utf-8")
 
 
@@ -241,11 +306,12 @@ def one_line_errors(main: Callable[..., int]) -> Callable[..., int]:
     def guarded(*args: Any, **kwargs: Any) -> int:
         try:
             return main(*args, **kwargs)
-        except DeltaStorageError as exc:
+        except (DeltaStorageError, EndpointUnreachable) as exc:
             print(f"error: {exc}", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - no input may end in a traceback
             logging.getLogger(main.__module__).debug("%s failed", main.__module__, exc_info=True)
-            print(f"error: {first_line(exc)} (--log-level DEBUG prints the traceback)", file=sys.stderr)
+            spark_log = f"Spark's log: {sessions.JVM_LOG}; " if sessions.JVM_LOG is not None else ""
+            print(f"error: {first_line(exc)} ({spark_log}--log-level DEBUG prints the traceback)", file=sys.stderr)
         return 1
 
     return guarded

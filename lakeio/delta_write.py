@@ -320,12 +320,20 @@ def open_table(table_uri: str, version: int | None = None) -> DeltaTable | None:
         raise DeltaStorageError(f"{table_uri}: {deltalake_advice(exc)}") from None
 
 
+# The labels deltalake puts before a cause ("Kernel error -> Generic S3 error -> ..."), which tell a user nothing.
+_LIBRARY_LABEL = re.compile(r"^(?:(?:Kernel|Generic(?: S3| DeltaTable)?|Object ?store|Delta(?:Table)?) error"
+                            r"(?:\s*(?:->|:)\s*)?)+", re.I)
+
+
 def deltalake_advice(exc: BaseException) -> str:
     """deltalake's error as one line: its innermost cause, after what to do where we know it."""
-    causes = [line.strip().lstrip("↳").strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
+    causes = [_LIBRARY_LABEL.sub("", line.strip().lstrip("↳").strip())
+              for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
     causes = [c for c in causes if c]
-    text = " -> ".join(causes[:1] + causes[-1:]) if len(causes) > 1 else (causes[0] if causes else type(exc).__name__)
+    text = f"deltalake: {causes[-1] if causes else type(exc).__name__}"  # the innermost cause says what happened
     advice = storage_advice(str(exc))
+    if advice is None and re.search(r"URL scheme is not allowed", str(exc)):
+        advice = "deltalake reaches an http:// endpoint only with AWS_ALLOW_HTTP=true in its environment"
     if advice is None and re.search(r"loading credentials|IMDS|error sending request|operation timed out|"
                                     r"dispatch failure|No such host|Connection refused", str(exc), re.I):
         advice = ("deltalake cannot reach the store: give it credentials the usual way (AWS_ACCESS_KEY_ID and "

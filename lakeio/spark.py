@@ -12,11 +12,13 @@ classpath: we detect them, we never download them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -179,7 +181,26 @@ def _quiet_jvm_options() -> list[str]:
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf")
     if any(os.path.exists(os.path.join(conf_dir, name)) for name in ("log4j2.properties", "log4j2.xml", "log4j2.yaml")):
         return []
-    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"]
+    global JVM_LOG
+    JVM_LOG = _new_jvm_log()
+    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}", f"-Dlakehousekeeping.log={JVM_LOG}"]
+
+
+JVM_LOG: Path | None = None  # the log file of the driver JVM this process launched, where LOG_CONFIG applies
+JVM_LOGS_KEPT_DAYS = 7
+
+
+def _new_jvm_log() -> Path:
+    """A log file of its own for the driver this process launches, in the user's cache; those older than
+    :data:`JVM_LOGS_KEPT_DAYS` go."""
+    folder = jvm_archive.cache_dir() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    old = time.time() - JVM_LOGS_KEPT_DAYS * 86400
+    for earlier in folder.glob("spark-*.log"):
+        with contextlib.suppress(OSError):
+            if earlier.stat().st_mtime < old:
+                earlier.unlink()
+    return folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
 
 
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:

@@ -144,6 +144,11 @@ def human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def usd(amount: float) -> str:
+    """Dollars to the cent; an amount that rounds to nothing but is not nothing says so (``<$0.01``)."""
+    return "<$0.01" if 0 < amount < 0.005 else f"${amount:,.2f}"
+
+
 def shorten_end(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters from the right (the start of a message says the most),
     at a space where there is one, so that no file name is left half."""

@@ -31,6 +31,25 @@ def scheme_of(uri: str) -> str | None:
     return m.group(1).lower()
 
 
+# Schemes whose URIs name a bucket (or container) after the "//": one without it names no store.
+BUCKET_SCHEMES = ("s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs")
+
+
+def malformed(uri: str) -> str | None:
+    """Why ``uri`` cannot name a place in an object store (one slash, no bucket), in a clause; None where
+    it can. Said before anything reaches a store, whose own words (deltalake's "Unable to recognise URL",
+    a path read as ``s3a:/_delta_log``) would not."""
+    scheme = scheme_of(uri)
+    if scheme not in BUCKET_SCHEMES:
+        return None
+    rest = uri[len(scheme) + 1:]
+    if not rest.startswith("//"):
+        return f"{uri}: not a {scheme} URI: expected {scheme}://BUCKET/PATH"
+    if not rest[2:].partition("/")[0].strip():
+        return f"{uri}: names no bucket: expected {scheme}://BUCKET/PATH"
+    return None
+
+
 def to_uri(path_or_uri: str) -> str:
     """A fully qualified URI for a local path, ``file:`` URI or object-store URI.
 

@@ -20,9 +20,9 @@ def chromium() -> str:
     return found
 
 
-def headless(browser: str, work: Path, page: Path, *options: str) -> str:
-    """Open ``page`` in a 1,280 x 1,400 window with ``options`` (--screenshot=..., --dump-dom); its stdout."""
+def headless(browser: str, work: Path, page: Path, *options: str, width: int = 1280) -> str:
+    """Open ``page`` in a ``width`` x 1,400 window with ``options`` (--screenshot=..., --dump-dom); its stdout."""
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                            "--disable-component-update", "--disable-sync", "--no-first-run",
-                           f"--user-data-dir={work / 'profile'}", "--window-size=1280,1400", *options, page.as_uri()],
+                           f"--user-data-dir={work / 'profile'}", f"--window-size={width},1400", *options, page.as_uri()],
                           check=True, capture_output=True, timeout=120, text=True).stdout

@@ -9,7 +9,8 @@ falls short of AWS's documented rules, this server follows AWS:
 
 - a ``DeleteObjects`` is authorized key by key (``s3:DeleteObject``, or ``s3:DeleteObjectVersion``
   for a key asked with a version; with ``x-amz-bypass-governance-retention``, also
-  ``s3:BypassGovernanceRetention``), never as one request on the bucket; a refused key is an
+  ``s3:BypassGovernanceRetention``; under a condition on the key's own ETag, ``s3:GetObject`` too, where
+  ``ETag: *`` needs nothing more), never as one request on the bucket; a refused key is an
   ``AccessDenied`` entry of the answer, the rest are deleted;
 - a refusal names the user, the action and the resource, as AWS's ``AccessDenied`` messages do
   for requests within an account;
@@ -32,13 +33,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape as _xml
+
+from tests import aws_s3
 
 ACTING = "LAKE_IAM_ACTING"  # the environment variable naming the file that names the calling user
 ACCOUNT = "123456789012"  # moto's default account
@@ -153,24 +154,12 @@ def _patch() -> None:
         for entry in objects:
             resource = f"arn:aws:s3:::{bucket_name}/{entry['Key']}"
             for action in ("s3:DeleteObjectVersion" if entry.get("VersionId") else "s3:DeleteObject",
-                           *(["s3:BypassGovernanceRetention"] if bypass else [])):
+                           *(["s3:BypassGovernanceRetention"] if bypass else []),
+                           *(["s3:GetObject"] if entry.get("ETag") not in (None, "*") else [])):
                 if not _decision(user, action, resource):
-                    refused.append((entry, _denied(user, action, resource)))
+                    refused.append((entry, "AccessDenied", _denied(user, action, resource).message))
                     break
-        allowed = [e for e in objects if all(e is not r for r, _ in refused)]
-        if allowed:
-            request["Delete"]["Object"] = allowed
-            self.body = xmltodict.unparse(request)
-            status, headers, body = delete_keys(self, bucket_name, authenticated)
-        else:
-            status, headers = 200, {"Content-Type": "application/xml"}
-            body = '<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>'
-        errors = "".join(
-            f"<Error><Key>{_xml(e['Key'])}</Key>" + (f"<VersionId>{_xml(e['VersionId'])}</VersionId>" if e.get("VersionId")
-                                                    else "")
-            + f"<Code>AccessDenied</Code><Message>{_xml(error.message)}</Message></Error>" for e, error in refused)
-        text = body.decode() if isinstance(body, bytes) else body
-        return status, headers, re.sub(r"(</DeleteResult>)\s*$", lambda m: errors + m.group(1), text)
+        return aws_s3.deleting_only(self, bucket_name, authenticated, delete_keys, request, refused)
 
     head_object = S3Response.head_object
 
@@ -241,5 +230,6 @@ def iam_s3(tmp_dir: Path) -> Iterator[IamS3]:
 if __name__ == "__main__":
     from moto.server import main
 
+    aws_s3.patch()  # AWS's conditional deletes, decided after the IAM check of each key
     _patch()
     main()

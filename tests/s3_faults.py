@@ -18,7 +18,8 @@ next fault from ``put_script`` (then ``ok``):
 
 With ``drop_if_none_match`` the proxy is an S3-compatible store that ignores the condition: it
 relays every conditional put without its ``If-None-Match`` header, so a second put of a key replaces
-the first.
+the first. With ``refuse_delete_conditions`` it is a store that knows no conditional deletes: a
+``DeleteObjects`` whose keys carry an ``<ETag>`` is answered 501 ``NotImplemented`` whole.
 
 Past its script, a ``DeleteObjects`` is ``throttled`` as S3 throttles a prefix, where
 ``prefix_keys_per_second`` is set: each folder of the bucket takes that many keys a second (a
@@ -64,16 +65,22 @@ _CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalReq
              b"</Message></Error>")
 
 
+_NOT_IMPLEMENTED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+                    b"<Message>A header or element you provided implies functionality that is not implemented."
+                    b"</Message></Error>")
+
+
 SERVERS: set[int] = set()  # the process ids of the moto servers running (tests.durations reads their CPU time)
 
 
 @contextmanager
-def moto_server(authenticated_after: int | None = None, module: str = "moto.server",
+def moto_server(authenticated_after: int | None = None, module: str = "tests.aws_s3",
                 env: dict[str, str] | None = None) -> Iterator[str]:
     """A real HTTP S3 endpoint (moto's server) on the loopback interface, in a process of its own; its URL.
     ``authenticated_after``: from that many requests on, every request must be signed by an access key
     moto's IAM holds (moto's ``INITIAL_NO_AUTH_ACTION_COUNT``); default: any credentials pass.
-    ``module``: the server to run (``tests.iam_s3`` patches moto's first), with ``env`` added.
+    ``module``: the server to run, with ``env`` added: by default moto's with AWS's conditional deletes
+    (tests.aws_s3); ``moto.server`` is moto's own, which ignores them; ``tests.iam_s3`` also decides by IAM.
 
     Not a thread of this process: deltalake's calls into Rust hold the GIL, so a server thread
     beside them cannot answer and every S3 request of theirs times out."""
@@ -119,7 +126,7 @@ def s3a_settings(endpoint: str) -> dict[str, str]:
 class FaultyS3:
     def __init__(self, upstream: str, hang_seconds: float = 2.0, delay_seconds: float = 0.0,
                  prefix_keys_per_second: float | None = None, burst_seconds: float = 0.1, answer_deletes: bool = False,
-                 drop_if_none_match: bool = False):
+                 drop_if_none_match: bool = False, refuse_delete_conditions: bool = False):
         self.upstream = urlsplit(upstream)
         self.hang_seconds = hang_seconds
         self.delay_seconds = delay_seconds  # every request waits this long before it is relayed
@@ -127,6 +134,7 @@ class FaultyS3:
         self.burst_seconds = burst_seconds
         self.answer_deletes = answer_deletes
         self.drop_if_none_match = drop_if_none_match
+        self.refuse_delete_conditions = refuse_delete_conditions
         self._folders_free_at: dict[bytes, float] = {}  # (bucket/folder) -> when its keys so far have had their time
         self.gate: threading.Barrier | None = None  # when set, each DeleteObjects waits there for the others
         self.script: list[str] = []
@@ -215,6 +223,8 @@ class FaultyS3:
             def _delete_objects(self, headers: dict, body: bytes):
                 if proxy.gate is not None:
                     proxy.gate.wait()  # BrokenBarrierError (the request fails) unless its fellows come in time
+                if proxy.refuse_delete_conditions and b"<ETag>" in body:
+                    return self._answer(501, [("Content-Type", "application/xml")], _NOT_IMPLEMENTED)
                 keys = [m.group(1) for o in _OBJECT.findall(body) if (m := _KEY.search(o))]
                 fault = proxy._next_fault(urlsplit(self.path).path.strip("/").encode(), keys)
                 if fault == "drop":

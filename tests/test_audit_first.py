@@ -136,6 +136,25 @@ def test_deletes_the_audit_did_not_take_are_kept_and_appended_once_by_the_next_r
     assert Counter(r["run_id"] for r in _audit_rows(audit))[failed.run_id] == 2
 
 
+@pytest.mark.parametrize("left", ["an empty note", "a note being written", "empty kept rows"])
+def test_a_kept_folder_with_nothing_in_it_yet_is_passed_by_not_an_error(spark, tmp_path, left):
+    """The folders a store keeps as markers after their files went, or a note another run is still writing:
+    nothing to read there, and no run of restore, purge or vacuum fails on them."""
+    table, inventory, _ = _lake(spark, tmp_path)
+    audit = tmp_path / "audit"
+    vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))
+    part = {"an empty note": "intent", "a note being written": "intent/_temporary/0", "empty kept rows": "rows"}[left]
+    (audit / "_unrecorded" / "a-run" / part).mkdir(parents=True)
+    if left == "empty kept rows":
+        (audit / "_unrecorded" / "a-run" / part / "_SUCCESS").write_bytes(b"")
+
+    purged = Undo(spark, UndoOptions(str(audit), dry_run=False)).purge(7)
+    assert purged.ok and purged.audit_problems == [], purged.audit_problems
+    run = vacuum(spark, inventory, [table], dry_run=True, audit_table=str(audit))
+    assert run.ok and run.audit_problems == [], run.audit_problems
+    assert (audit / "_unrecorded" / "a-run" / part).is_dir()  # another run's, perhaps: left to it
+
+
 def test_rows_kept_on_the_driver_when_nothing_beside_the_audit_takes_them_are_appended_by_record(
         spark, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

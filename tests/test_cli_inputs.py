@@ -5,14 +5,19 @@ table, a folder or a file (found from the parsers by what their metavar says the
 option is covered the day it is added) is given each kind of bad value: empty, blank, a file where a
 folder or table is meant, a folder where a file is meant, a scheme no file system serves, a place the
 process may not write (but for the options that only name a place: a file asked about, the
-root a bucket's paths are written under). Each gives exit status 1 (2 for usage), at most one ``error:`` line, which names
-the value or its option, and no traceback; the lake's files are all still there afterwards.
+root a bucket's paths are written under), an object-store URI that names no store (one slash, no bucket). Each
+gives exit status 1 (2 for usage), at most one ``error:`` line, which names the value or its option in our words
+(never a library's), and no traceback; the lake's files are all still there afterwards. Where the value alone
+shows the problem, Spark is never started. A tables file's content is tried the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
+import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -95,7 +100,11 @@ def _denied_place(tmp: Path) -> str | None:
     return None
 
 
-BAD_KINDS = ("empty", "blank", "wrong kind", "unknown scheme", "denied", "no bucket")
+BAD_KINDS = ("empty", "blank", "wrong kind", "unknown scheme", "denied", "no bucket", "one slash", "no bucket name")
+# The kinds the value alone shows: refused before any Spark starts.
+SEEN_IN_THE_VALUE = ("empty", "blank", "wrong kind", "one slash", "no bucket name")
+# Words of the libraries underneath, which a user cannot act on: never what a refusal says.
+LIBRARY_WORDS = ("Generic error", "Generic S3 error", "Kernel error", "Unable to recognise URL", "Py4JJavaError")
 
 
 def _bad_value(kind: str, metavar: str, work: Path) -> str | None:
@@ -109,6 +118,10 @@ def _bad_value(kind: str, metavar: str, work: Path) -> str | None:
         return "nope://bucket/place"
     if kind == "no bucket":  # without hadoop-aws on the classpath: a store this Spark cannot reach
         return f"s3a://no-such-bucket-{uuid.uuid4().hex[:8]}/place"
+    if kind == "one slash":
+        return "s3:/bucket/place"
+    if kind == "no bucket name":
+        return "s3a://"
     return _denied_place(work)
 
 
@@ -164,9 +177,27 @@ def test_each_command_line_the_bad_values_go_into_is_good(lake, command, capsys)
     assert status == GOOD_STATUS.get(command, 0) and "error:" not in err, (out, err)
 
 
+@pytest.fixture
+def sessions(monkeypatch) -> list[str]:
+    """The Spark sessions the commands open (each command line's module's own ``open_session``, called through)."""
+    opened: list[str] = []
+    for module in (inventory_etl.cli, vacuum_jobs.cli, lake_reports.cli):
+        def recorded(app, *args, _open=module.open_session, **kwargs):
+            opened.append(app)
+            return _open(app, *args, **kwargs)
+        monkeypatch.setattr(module, "open_session", recorded)
+    return opened
+
+
+def _said(out: str, err: str) -> tuple[list[str], str]:
+    errors = [line for line in err.splitlines() if line.startswith("error:") or ": error: " in line]
+    return errors, "\n".join(errors) or out
+
+
 @pytest.mark.parametrize("kind", BAD_KINDS)
 @pytest.mark.parametrize(("command", "option", "metavar"), _place_options())
-def test_a_bad_place_is_one_error_line_and_deletes_nothing(lake, command, option, metavar, kind, capsys, monkeypatch):
+def test_a_bad_place_is_one_error_line_and_deletes_nothing(lake, command, option, metavar, kind, capsys, monkeypatch,
+                                                           sessions):
     work, names = lake
     monkeypatch.chdir(work)  # a value taken for a relative path lands here, not in the work tree
     value = _bad_value(kind, metavar, work)
@@ -181,11 +212,85 @@ def test_a_bad_place_is_one_error_line_and_deletes_nothing(lake, command, option
     except SystemExit as exit_:
         status = exit_.code
     out, err = capsys.readouterr()
-    errors = [line for line in err.splitlines() if line.startswith("error:") or ": error: " in line]
+    errors, said = _said(out, err)
     assert "Traceback" not in out + err, (argv, err)
     assert status in (1, 2), (argv, status, out, err)
     assert len(errors) <= 1, (argv, errors)
-    said = "\n".join(errors) or out
     spelt = {value.strip(), value.strip().replace("s3a://", "s3://")} - {""}  # reports spell s3a:// as s3://
     assert option in said or any(v in said for v in spelt), (argv, out, err)
+    assert not any(words in said for words in LIBRARY_WORDS), (argv, said)
+    seen = kind in SEEN_IN_THE_VALUE and not (kind == "wrong kind" and PLACE_METAVARS[metavar] == "any")
+    assert not (seen and sessions), (argv, sessions)
     assert _files(work / "bucket") == before, argv
+
+
+TABLES_FILES = {  # a tables file's content, and what its refusal names
+    "not YAML": ("tables: [s3://lake/t\n  - oops: [\n", "not valid YAML"),
+    "not a list": ("tables: 3\n", "expected a list of tables"),
+    "a URI with one slash": ("- s3:/lake/t\n", "s3:/lake/t"),
+    "a URI without a bucket": ("- table: s3a://\n", "s3a://"),
+    "an unknown key": ("- table: s3://lake/t\n  retain: 3\n", "unknown key"),
+    "not JSON": ("[{", "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TABLES_FILES))
+def test_a_bad_tables_file_is_one_usage_line_before_any_spark(lake, case, capsys, sessions, tmp_path):
+    work, names = lake
+    content, named = TABLES_FILES[case]
+    tables = tmp_path / ("tables.json" if case == "not JSON" else "tables.yaml")
+    tables.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        vacuum_jobs.cli.main(["--inventory-table", names["inventory"], "--tables-file", str(tables), "--dry-run"])
+    out, err = capsys.readouterr()
+    errors, said = _said(out, err)
+    assert exit_.value.code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert str(tables) in said and named in said, said
+    assert not sessions
+
+
+@pytest.fixture(scope="module")
+def silent_endpoint():
+    """An S3 endpoint that takes connections and never answers: a listening socket nobody reads."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+ON_S3 = {  # each command line, its tables on S3 behind the silent endpoint
+    "inventory_etl": ["--inventory-table", "s3://ops/inventory", "--inventory-root", "s3://dest/prefix"],
+    "vacuum_jobs": ["--inventory-table", "s3://ops/inventory", "--discover", "--audit-table", "s3://ops/audit", "--apply"],
+    "vacuum_jobs restore": ["restore", "--audit-table", "s3://ops/audit", "--run-id", "r", "--apply"],
+    "vacuum_jobs purge": ["purge", "--audit-table", "s3://ops/audit", "--older-than-days", "7", "--apply"],
+    "vacuum_jobs record": ["record", "--audit-table", "s3://ops/audit"],
+    "lake_reports chargeback": ["chargeback", "--inventory-table", "s3://ops/inventory", "--out", "{work}/charges-s3"],
+    "lake_reports erasure": ["erasure", "--audit-table", "s3://ops/audit", "--inventory-table", "s3://ops/inventory",
+                             "--path", "s3://lake/t/part-0.parquet"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(ON_S3))
+def test_an_endpoint_that_does_not_answer_is_named_within_a_minute(lake, command, silent_endpoint, capsys, monkeypatch):
+    work, names = lake
+    monkeypatch.setenv("AWS_ENDPOINT_URL", silent_endpoint)
+    started = time.monotonic()
+    status = COMMANDS[command][0]([arg.format(**names) for arg in ON_S3[command]])
+    elapsed = time.monotonic() - started
+    out, err = capsys.readouterr()
+    errors, said = _said(out, err)
+    assert status == 1 and len(errors) == 1 and "Traceback" not in err, (out, err)
+    assert f"the endpoint {silent_endpoint} does not answer" in said, said
+    assert elapsed < 60, f"{command} took {elapsed:.0f} s to say so"
+
+
+@pytest.mark.parametrize(("launched", "shown"), [
+    ("/opt/jobs/run_vacuum_jobs.py", "spark-submit ... run_vacuum_jobs.py"),  # infra.package's entry script
+    ("/usr/local/bin/vacuum-jobs", "vacuum-jobs"),  # the console script
+    ("/work/vacuum_jobs/__main__.py", "python -m vacuum_jobs"),
+])
+def test_usage_lines_name_the_command_as_it_was_started(launched, shown, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [launched])
+    with pytest.raises(SystemExit):
+        vacuum_jobs.cli.main(["--no-such-flag"])
+    assert capsys.readouterr().err.startswith(f"usage: {shown} "), shown

@@ -53,7 +53,7 @@ def test_a_file_whose_versions_remain_is_soft_deleted_not_erased(spark, s3_endpo
         [(table, f"s3://{bucket}/t/marked.parquet", 40, 0, []),
          (table, f"s3://{bucket}/t/purged.parquet", 40, 0, [version_of["t/purged.parquet"]])],
         "table_root string, path string, length long, modificationTime long, version_ids array<string>")
-    settings = DeleteSettings(endpoint_url=s3_endpoint)
+    settings = DeleteSettings(endpoint_url=s3_endpoint, if_present=True)  # our moto honours conditional deletes
     outcomes = delete_planned(spark, targets.where(~targets.path.endswith("purged.parquet")), settings, "r").unionByName(
         delete_planned(spark, targets.where(targets.path.endswith("purged.parquet")),
                        DeleteSettings(endpoint_url=s3_endpoint, purge_versions=True), "r")

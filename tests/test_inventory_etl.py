@@ -195,6 +195,11 @@ def _manifest_checksum_mismatch(m):
     (m.parent / "manifest.checksum").write_text("0" * 32)
 
 
+def _bad_json_without_checksum(m):
+    _bad_json(m)
+    (m.parent / "manifest.checksum").unlink()
+
+
 def _unreadable_report(m):
     replace_data_file(m, b"PAR1 this is not a parquet file PAR1")
 
@@ -211,6 +216,8 @@ def _lacks_required_field(m):
 
 BAD_INPUTS = {
     "malformed-json": (_bad_json, "manifest.json", "malformed JSON"),
+    # its own fault first, not the missing checksum's: the manifest says what is wrong with it
+    "malformed-json-no-checksum": (_bad_json_without_checksum, "manifest.json", "malformed JSON"),
     "missing-field": (_missing_field, "manifest.json", "missing field(s): fileSchema"),
     "unknown-format": (_unknown_format, "manifest.json", "unknown fileFormat 'Avro'"),
     "missing-data-file": (_missing_data_file, ".parquet", "is missing"),
@@ -335,7 +342,12 @@ def test_cli_exit_codes_and_summary_json(spark, tmp_path, capsys):
     assert (report["deliveries_refused"], report["deliveries_skipped"], report["rows"]) == (1, 1, 0)  # "good" is held
     assert "REFUSED" in capsys.readouterr().out
 
+    (tmp_path / "empty").mkdir()
     assert main(["--inventory-table", str(tmp_path / "inv"), "--inventory-root", str(tmp_path / "empty")]) == 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as missing:  # not an empty root: none at all, said before any Spark
+        main(["--inventory-table", str(tmp_path / "inv"), "--inventory-root", str(tmp_path / "no-such")])
+    assert missing.value.code == 2 and f"--inventory-root {tmp_path / 'no-such'}: no such folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
         main(["--inventory-table", "x", "--manifest", "m", "--date", "2026-01-01"])
     assert usage.value.code == 2

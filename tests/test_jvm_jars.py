@@ -57,3 +57,15 @@ def test_the_default_environment_is_a_line_delta_is_built_for_and_the_demo_runs_
     assert f"{major}.{minor}" in jvm_jars.DELTA_FOR_SPARK, f"no Delta release for the default Spark {major}.{minor}"
     recipe = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, timeout=60).stdout
     assert "-m infra.jvm_jars" in recipe and "--jars" in recipe and "-m demo" in recipe, recipe
+
+
+def test_the_command_that_prints_the_jars_runs_from_any_folder(tmp_path):
+    """README's `$(python -m infra.jvm_jars)`, from a folder that is not the repository's: the installed project."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "infra.jvm_jars", "--describe"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.startswith("spark "), done.stderr

@@ -209,6 +209,22 @@ def test_chargeback_cli_writes_csv_json_and_html(spark, lake, tmp_path, capsys):
         assert chart in html
 
 
+def test_the_chargeback_summary_adds_up_and_says_what_its_figures_are(spark, lake):
+    """Each row's columns hold every category once (so they add up to its total); a cost below a cent is
+    not "$0.00"; reclaimable bytes are the inventory's, which a vacuum since has not changed."""
+    from lake_reports.charges import CATEGORIES, SUMMARY_COLUMNS
+
+    held = [c for _, categories in SUMMARY_COLUMNS for c in categories]
+    assert sorted(held) == sorted(CATEGORIES)  # each in one column
+    result = Chargeback(spark, ChargebackOptions(lake["inventory"], now_ms=lake["now"] + 2 * MS_PER_HOUR)).execute()
+    summary = result.summary()
+    header, *rows = summary.splitlines()[1:1 + len(result.tables()) + 1]
+    assert header.split()[:8] == ["table", "total", "live", "timetravel", "reclaim", "log", "noncurr", "other"]
+    assert all("<$0.01" in row and "0.00" not in row for row in rows), rows  # the lake's few KiB
+    assert "<$0.01/month" in summary.splitlines()[0]
+    assert f"reclaim: what the inventory of {result.inventory_date} lists" in summary
+
+
 def test_chargeback_refuses_bad_input_clearly(spark, lake, tmp_path, capsys):
     bad = tmp_path / "prices.json"
     bad.write_text('{"STANDARD": "cheap"}')
@@ -254,15 +270,20 @@ def test_html_report_renders_in_headless_chromium(spark, lake, tmp_path):
         hex_colour = html_report.COLOURS[name]
         assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours, name
 
-    # At 1,280 px nothing is cut off on the right: the page is as wide as the window. The report has no
-    # scripts; a copy with one measures the laid-out page, and Chromium prints the DOM it leaves.
+    # On a desktop and in a narrow window alike nothing is cut off on the right: the page is as wide as the
+    # window (the charts shrink; the wide table scrolls in its own box). The report has no scripts; a copy
+    # with one measures the laid-out page, and Chromium prints the DOM it leaves.
     measured = tmp_path / "measured.html"
     measured.write_text(page.read_text().replace("</body>", "<script>document.body.setAttribute('data-overflow', "
                                                  "document.documentElement.scrollWidth - window.innerWidth)"
                                                  "</script></body>"))
-    dom = headless(browser, tmp_path, measured, "--dump-dom")
-    overflow = re.search(r'data-overflow="(-?\d+)"', dom)
-    assert overflow and int(overflow.group(1)) <= 0, f"the page is {overflow and overflow.group(1)} px too wide"
+    for width in (1280, 700):
+        dom = headless(browser, tmp_path, measured, "--dump-dom", width=width)
+        overflow = re.search(r'data-overflow="(-?\d+)"', dom)
+        assert overflow and int(overflow.group(1)) <= 0, f"at {width} px the page is {overflow and overflow.group(1)} px too wide"
+    legend = re.search(r'<p class="legend">(.*?)</p>', page.read_text()).group(1)
+    shown = {c for t in result.tables()[:html_report.TOP_TABLES] for c, n in t.bytes_by_category.items() if n}
+    assert set(re.findall(r"</i>([a-z ]+)</span>", legend)) == {c.replace("_", " ") for c in shown}
 
 
 def _run_row(spark, audit: str, table: Path, path: Path, action: str, error: str | None, at_ms: int,

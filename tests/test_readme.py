@@ -61,6 +61,9 @@ def test_the_readme_python_example_runs_as_written_in_a_fresh_process(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     # Quiet: no progress bars, no warning about the _delta_log/ folders read on purpose.
     assert "[Stage " not in done.stderr and "All paths were ignored" not in done.stderr, done.stderr[-3000:]
+    # Nor Spark's own start-up lines (log4j's default profile, the log level, Hadoop's native code).
+    assert not re.search(r"log4j profile|Setting default log level|NativeCodeLoader| WARN |SLF4J", done.stderr), \
+        done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     [(status, candidates, deleted)] = facts["planned"]
     assert status == "dry_run" and candidates > 0 and deleted == 0 and facts["would_delete"] == candidates

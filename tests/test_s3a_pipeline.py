@@ -378,3 +378,81 @@ def test_a_delivery_ingested_while_the_run_deletes_changes_nothing_it_deletes_or
     assert recorded == {key: current[key] for key in recorded}
     hidden = {o.key: o.version_id for o in _objects(s3, lake, 0) if o.key in recorded and not o.is_latest}
     assert hidden == recorded
+
+
+def test_keys_gone_since_the_inventory_are_already_absent_in_the_report_the_audit_and_the_evidence(spark, s3, s3_endpoint,
+                                                                                                     tmp_path):
+    """A delivery lists two orphans another tool removed before the run (one for good, one behind a delete
+    marker of its own). The run's conditional deletes find them gone: `already_absent` in the report, the
+    audit and the erasure evidence alike, no delete marker of the run's on them; the others are its deletes."""
+    lake, housekeeping, table = _lake(spark, s3)
+    orphans = [f"warehouse/orders/orphan-{i}.parquet" for i in range(4)]
+    for key in orphans:
+        s3.put_object(Bucket=lake, Key=key, Body=b"left by a failed job")
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    now = datetime.now(timezone.utc)
+    manifest = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10), now - timedelta(hours=1))
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    for version in s3.list_object_versions(Bucket=lake, Prefix=orphans[0])["Versions"]:  # gone for good
+        s3.delete_object(Bucket=lake, Key=orphans[0], VersionId=version["VersionId"])
+    s3.delete_object(Bucket=lake, Key=orphans[1])  # hidden by someone else's delete marker
+    markers_before = {m["VersionId"] for m in s3.list_object_versions(Bucket=lake).get("DeleteMarkers", [])}
+
+    run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                 audit_table=audit, delete=DeleteSettings(endpoint_url=s3_endpoint), now_ms=now_ms() + 5000)
+
+    assert run.ok and run.deletes_unconfirmed is None, run.summary()
+    [counts] = [t.counts for t in run.tables]
+    assert (counts.already_absent_files, counts.deleted_or_absent_files) == (2, 0), counts
+    assert counts.deleted_files == counts.candidate_files - 2 and "2 already absent" in run.summary()
+    actions = {r["path"].split(f"{lake}/", 1)[1]: r["action"] for r in read_audit(spark, audit).where("path is not null")
+               .select("path", "action").collect()}
+    assert {k: a for k, a in actions.items() if k in orphans} == {
+        orphans[0]: "already_absent", orphans[1]: "already_absent", orphans[2]: "deleted", orphans[3]: "deleted"}
+    ours_now = {m["Key"] for m in s3.list_object_versions(Bucket=lake).get("DeleteMarkers", [])
+                if m["VersionId"] not in markers_before}
+    assert not ours_now & set(orphans[:2]) and set(orphans[2:]) <= ours_now  # no marker of the run's on a key gone
+    evidence = erasure(spark, audit, inventory, paths=[f"s3://{lake}/{orphans[0]}", f"s3://{lake}/{orphans[2]}"])
+    statuses = {a.path.rsplit("/", 1)[1]: (a.status, a.run_id) for a in evidence.answers}
+    assert statuses["orphan-0.parquet"] == ("absent_when_vacuumed", run.run_id), statuses
+    assert statuses["orphan-2.parquet"][0] != "absent_when_vacuumed", statuses
+
+
+def test_where_the_store_ignores_conditional_deletes_no_delete_is_claimed_and_restore_says_what_it_finds(
+        spark, s3, tmp_path, monkeypatch):
+    """moto's own server takes `ETag: *` and deletes anyway: the run proves that first, claims none of its
+    deletes (`deleted_or_absent`, and why), the evidence attributes no erasure to it, and restore leaves a
+    key that was gone before the run as it found it, saying so."""
+    from tests.s3_faults import moto_server, point_s3a_at
+    from vacuum_jobs.deleter import S3BatchDeleter
+
+    with moto_server(module="moto.server") as plain:
+        client = S3BatchDeleter.make_client(plain)
+        point_s3a_at(spark, plain)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", plain)
+        try:
+            lake, housekeeping, table = _lake(spark, client)
+            for key in ("warehouse/orders/orphan-here.parquet", "warehouse/orders/orphan-gone.parquet"):
+                client.put_object(Bucket=lake, Key=key, Body=b"left by a failed job")
+            inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+            manifest = _deliver(client, tmp_path / "d1", lake, housekeeping, _objects(client, lake, aged_days=10),
+                                datetime.now(timezone.utc) - timedelta(hours=1))
+            assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+            client.delete_object(Bucket=lake, Key="warehouse/orders/orphan-gone.parquet")
+
+            run = vacuum(spark, inventory, [table], dry_run=False, retention_hours=0, enforce_retention_duration=False,
+                         audit_table=audit, delete=DeleteSettings(endpoint_url=plain), now_ms=now_ms() + 5000)
+            totals = run.totals()
+            assert (totals["deleted_files"], totals["already_absent_files"]) == (0, 0), run.summary()
+            assert totals["deleted_or_absent_files"] == totals["candidate_files"] >= 2
+            assert f"{plain} ignores the condition" in run.deletes_unconfirmed and "note: S3 answers" in run.summary()
+            gone = f"s3://{lake}/warehouse/orders/orphan-gone.parquet"
+            [answer] = erasure(spark, audit, inventory, paths=[gone]).answers
+            assert "deleted it or found it already gone" in answer.detail and "deleted at" not in answer.detail, answer
+
+            undone = restore(spark, audit, run.run_id, dry_run=False, delete=DeleteSettings(endpoint_url=plain))
+            outcome = {p.split(": ", 1)[0]: p.split(": ", 1)[1] for p in undone.problems}
+            assert outcome[gone].startswith("it was gone before the vacuum run"), undone.problems
+            assert sum(c.get("restored", 0) for c in undone.tables.values()) == totals["candidate_files"] - 1
+        finally:
+            point_s3a_at(spark, s3.meta.endpoint_url)

@@ -265,3 +265,31 @@ def test_a_commit_beside_a_stale_checksum_is_refused_quietly_in_one_whole_line(s
     assert str(commit) in reason and f".{commit.name}.crc" in reason and "delete the stale .crc" in reason, reason
     assert reason.endswith("]") and "…" not in reason and "SQLSTATE" not in reason, reason
     assert f"reason: {reason}" in done.stdout
+
+
+def test_a_task_that_fails_in_an_executor_is_the_jobs_own_words_and_spark_writes_its_log_file(tmp_path):
+    """A report file the executors cannot read (its size is the manifest's, its bytes are not Parquet): the
+    job's lines say which, Spark's report of the task (the executor's error, the Python traceback, the
+    JVM's frames) goes to the run's log file, and none of it to the terminal."""
+    from datetime import datetime, timezone
+
+    from inventory_etl.producer import InventoryObject, write_delivery
+
+    manifest = Path(write_delivery(str(tmp_path / "dest"), "lake", "daily", [InventoryObject("t/a.parquet", 3, 0)],
+                                   datetime.now(timezone.utc)))
+    [report] = (manifest.parents[1] / "data").glob("*.parquet")
+    report.write_bytes(b"x" * report.stat().st_size)
+    cache = tmp_path / "cache"
+
+    done = subprocess.run([sys.executable, "-m", "inventory_etl", "--inventory-table", str(tmp_path / "inventory"),
+                           "--manifest", str(manifest), "--no-verify-checksums"], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "XDG_CACHE_HOME": str(cache), "LAKE_JVM_ARCHIVE": "off",
+                                            "PYSPARK_SUBMIT_ARGS": "--driver-memory 1g pyspark-shell"})
+
+    assert done.returncode == 1, done.stderr[-2000:]
+    theirs = [ln for ln in done.stderr.splitlines() if not OUR_LINE.match(ln)
+              and ln != "WARNING: Using incubator modules: jdk.incubator.vector"]
+    assert not theirs, theirs
+    assert str(report) in done.stdout + done.stderr
+    [spark_log] = (cache / "lake-housekeeping" / "logs").glob("spark-*.log")
+    assert "Exception in task" in spark_log.read_text() or "Lost task" in spark_log.read_text()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -21,9 +23,9 @@ from tests.feature_lake import copy_table
 from tests.lakes import by_table, inventory_of, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.batch_vacuum import RunRefused
-from vacuum_jobs.cli import main
+from vacuum_jobs.cli import build_undo_parser, main
 from vacuum_jobs.report import ReasonCode
-from vacuum_jobs.restore_purge import UndoError, restore
+from vacuum_jobs.restore_purge import UndoCommand, UndoError, restore
 from vacuum_jobs.targets import Discover, TableTarget, from_file
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over built lakes
@@ -82,8 +84,12 @@ def test_realistic_lake_dry_run_then_vacuum_then_rerun(spark, tmp_path):
     assert previous.to_pyarrow_table().num_rows > 0  # time travel within retention still works
     total = real.totals()
     assert total["deleted_files"] == len(deleted) and total["deleted_bytes"] > 0
-    assert f"undo: 0 deleted file(s) kept by a delete marker or the trash (python -m vacuum_jobs restore --run-id " \
-           f"{real.run_id} brings them back until a purge erases them); {len(deleted):,} delete(s) final" in real.summary()
+    # the undo command as it runs: the audit table named, applied
+    assert f"undo: 0 deleted file(s) kept by a delete marker or the trash (python -m vacuum_jobs restore --audit-table " \
+           f"{audit} --run-id {real.run_id} --apply brings them back until a purge erases them); {len(deleted):,} " \
+           "delete(s) final" in real.summary()
+    undo = shlex.split(re.search(r"\((python -m vacuum_jobs restore .*?) brings them back", real.summary()).group(1))
+    assert build_undo_parser(UndoCommand.RESTORE).parse_args(undo[4:]).apply  # the line a user copies runs
     undone = restore(spark, str(audit), real.run_id, dry_run=False)  # a local disk keeps no versions
     assert not undone.ok and {n for counts in undone.tables.values() for n in counts} == {"not_restored"}
     assert sum(c["not_restored"] for c in undone.tables.values()) == len(deleted) and not any(p.exists() for p in deleted)

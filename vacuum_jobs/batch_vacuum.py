@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from urllib.parse import unquote, urlsplit
 
@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from lakeio import catalog, uris
 from lakeio.audit import AuditAction, TableStatus
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of
+from lakeio.delete_if_present import why_deletes_cannot_tell
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
@@ -40,7 +41,7 @@ from lakeio.storage import Storage
 from lakeio.text import first_line
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 from lakeio.uris import TableRoot
-from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, delete_planned
+from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, S3BatchDeleter, delete_planned
 from vacuum_jobs.history import (
     BeforePut,
     HistorySetting,
@@ -244,6 +245,7 @@ class BatchVacuum:
             run.audit_table = self.options.audit_table and catalog.resolve(self.spark, self.options.audit_table,
                                                                            must_be_delta=False)
             run.report.inventory_table = uris.to_uri(run.inventory_table)
+            run.report.audit_table = self.options.audit_table
             if given is not None:
                 explicit, unnamed, passed_by = resolve_names(self.spark, given)
         except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
@@ -540,7 +542,7 @@ class BatchVacuum:
                         {root: version for root in deleting if (version := run_tables[root].version) is not None})
         run.history.start(deleting, to_delete, run_tables)
         try:
-            outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self.options.delete, run_id))
+            outcomes = outcomes.unionByName(delete_planned(self.spark, targets, self._delete_settings(run, deleting), run_id))
             # Deletes must run exactly once: materialize before counting and recording.
             outcomes = outcomes.localCheckpoint(eager=True)
         except BaseException:
@@ -550,6 +552,22 @@ class BatchVacuum:
         run_tables.end_deletes(outcomes, planned)
         run.history.end(run_tables, counted=True)
         return outcomes
+
+
+    def _delete_settings(self, run: VacuumRun, deleting: list[TableRoot]) -> DeleteSettings:
+        """The run's delete settings; on S3, each key asked to be there (``if_present``) where the store is
+        proven to honour that, so that its answers tell a key this run removed from one already gone. Where it
+        is not, the run says why (its report's ``deletes_unconfirmed``) and its deletes are ``deleted_or_absent``."""
+        settings = self.options.delete
+        if settings.if_present or not any(uris.scheme_of(root) == "s3" for root in deleting):
+            return settings
+        why = why_deletes_cannot_tell(run.audit_table and journal_of(run.audit_table),
+                                      lambda: S3BatchDeleter.make_client(settings.endpoint_url))
+        if why is None:
+            return replace(settings, if_present=True)
+        run.report.deletes_unconfirmed = f"S3 answers a delete of a key already gone as deleted: {why}"
+        log.warning("deletes on S3 cannot tell a key this run removed from one already gone: %s", why)
+        return settings
 
 
 def _with_versions(candidates: DataFrame, all_versions: DataFrame, purge: bool) -> DataFrame:

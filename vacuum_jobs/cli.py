@@ -15,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
@@ -30,6 +31,7 @@ from lakeio.cli import (
     one_line_errors,
     open_session,
     place,
+    program,
     read_text,
     report_out,
     write_lines,
@@ -38,7 +40,7 @@ from lakeio.deprecation import warn_old_flags
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
-from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, Tables, VacuumOptions
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
 from vacuum_jobs.report import ReasonCode, RunReport
@@ -56,7 +58,7 @@ FLAG_HINTS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m vacuum_jobs",
+        prog=program("vacuum_jobs"),
         description="Vacuum many Delta tables in one Spark run by diffing the inventory table against each "
                     "table's transaction log, without listing data folders. Undo a run with "
                     "'python -m vacuum_jobs restore', erase what runs hid with 'python -m vacuum_jobs purge' "
@@ -134,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
     restoring = command == UndoCommand.RESTORE
     parser = argparse.ArgumentParser(
-        prog=f"python -m vacuum_jobs {command}",
+        prog=f"{program('vacuum_jobs')} {command}",
         description=("Bring back every file a vacuum run deleted, by removing the delete markers it added "
                      "(versioned S3 buckets) or moving files back from its --trash; a file written or deleted "
                      "again since is left alone and reported."
@@ -175,7 +177,7 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
 
 def build_record_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=f"python -m vacuum_jobs {RECORD_COMMAND}",
+        prog=f"{program('vacuum_jobs')} {RECORD_COMMAND}",
         description="Append to the audit table the runs whose own append failed and whose rows were kept "
                     "(each vacuum, restore and purge does this first by itself, from the audit table's own "
                     f"{FOLDER}/ folder); the error of such a run names the folder and this command.",
@@ -271,17 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))
+    # What the command line alone shows is refused before Spark starts: a local tables file is read here.
+    local_file = args.tables_file and uris.scheme_of(args.tables_file) in (None, "file")
+    tables = None if args.tables_file and not local_file else _targets(parser, args, None)
     spark = open_session("vacuum_jobs", parser, args)
-    try:
-        text = read_text(spark, args.tables_file) if args.tables_file else None
-        tables = (table_targets.as_targets(args.table) if args.table
-                  else table_targets.Database(args.database) if args.database
-                  else table_targets.from_file(args.tables_file, text) if args.tables_file
-                  else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ())))
-    except table_targets.TargetsError as exc:
-        parser.error(str(exc))
-    except Exception as exc:  # an unreadable --tables-file, local or remote
-        parser.error(f"{args.tables_file}: {first_line(exc)}")
+    tables = tables or _targets(parser, args, spark)
     if why := (check_report_destination(spark, args.report)
                or check_report_destination(spark, args.list_candidates, "--list-candidates")
                or check_folder_writable(spark, args.trash, "--trash")):
@@ -302,6 +298,24 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
     return status
+
+
+def _targets(parser: argparse.ArgumentParser, args: argparse.Namespace,
+             spark: SparkSession | None) -> Tables:
+    """The tables the command line names; a tables file read from the local disk, or through ``spark``
+    (a remote one). Its problems are usage errors, naming the file."""
+    try:
+        text = None
+        if args.tables_file:
+            text = read_text(spark, args.tables_file)
+        return (table_targets.as_targets(args.table) if args.table
+                else table_targets.Database(args.database) if args.database
+                else table_targets.from_file(args.tables_file, text) if args.tables_file
+                else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ())))
+    except table_targets.TargetsError as exc:
+        parser.error(str(exc))
+    except Exception as exc:  # an unreadable --tables-file, local or remote
+        parser.error(f"{args.tables_file}: {first_line(exc)}")
 
 
 def _would_delete(report: RunReport) -> Iterator[str]:

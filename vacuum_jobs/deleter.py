@@ -3,8 +3,10 @@
 Every file ends as one outcome: ``deleted``, ``already_absent`` (the store says it was
 gone before we asked: proves nothing about when it was erased, so it is not counted
 as deleted) or ``failed`` with the error. S3's ``DeleteObjects`` answers "deleted" for
-keys that did not exist, so on S3 a re-run after a crash records such keys as deleted
-again (true, but not news); local and Hadoop filesystems tell the difference.
+keys that did not exist, unless each key asks to be deleted only if it is there (``ETag: *``,
+``DeleteSettings.if_present``): set where the store is proven to honour that condition
+(lakeio.delete_if_present); elsewhere a key S3 answers as deleted is ``deleted_or_absent``, which
+is what the store's answer says. Local and Hadoop filesystems tell the difference themselves.
 Stores other than S3 and local disks are deleted from the driver through Hadoop. With a
 ``trash`` folder, files on local disks and Hadoop stores are moved into
 ``<trash>/<run id>/<authority and path>`` instead (a rename: cheap on local disks, HDFS and
@@ -58,6 +60,7 @@ from pyspark.sql.types import StructType
 from lakeio import uris
 from lakeio.audit import AuditAction
 from lakeio.cli import LOG_FORMAT
+from lakeio.delete_if_present import ABSENT, EVERY_ETAG
 from lakeio.object_lock import GOVERNANCE, Lock
 from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
@@ -74,6 +77,8 @@ S3Client = Any
 THROTTLED_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException"})  # slow a table's pace (vacuum_jobs.pacing)
 ARROW_ROWS = 10_000  # outcomes a task hands back to Spark at a time
 UNCONFIRMED = "NotConfirmed"  # ours: a key S3's answer to a DeleteObjects names nowhere
+_GONE = "gone before the delete"  # ours: a conditional delete S3 answered NoSuchKey (the key was not there)
+_GONE_OR_OURS = "gone, perhaps by an attempt of ours"  # ours: NoSuchKey after an attempt whose answer was lost
 RETRYABLE_CODES = THROTTLED_CODES | {"InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed",
                                      "OperationAborted", UNCONFIRMED}
 
@@ -89,6 +94,10 @@ class DeleteSettings:
     read_timeout_seconds: float = 60.0  # a DeleteObjects of 1,000 keys may take seconds
     endpoint_url: str | None = None  # an S3-compatible endpoint; default: boto3's own resolution
     purge_versions: bool = False  # delete every listed version instead of adding a delete marker
+    # each key deleted only if it is there (ETag: * in DeleteObjects, s3:DeleteObject alone), so that S3 tells a key
+    # already gone (already_absent) from one this run removed: only for a store that honours it. A vacuum sets it
+    # where it proved so (lakeio.delete_if_present); a caller who knows its store honours it may set it itself.
+    if_present: bool = False
     trash: str | None = None  # move files not on S3 into this folder instead of deleting them (see trash_path)
     # delete versions S3 Object Lock keeps in governance mode (needs s3:BypassGovernanceRetention); never by default
     bypass_governance_retention: bool = False
@@ -391,7 +400,7 @@ class S3BatchDeleter:
             if self.settings.purge_versions and target.version_ids:
                 keys = [{"Key": key, "VersionId": v} for v in target.version_ids]
             else:
-                keys = [{"Key": key}]
+                keys = [{"Key": key, "ETag": EVERY_ETAG} if self.settings.if_present else {"Key": key}]
             by_prefix.setdefault((bucket, target.table_root), []).extend((entry, target) for entry in keys)
         for bucket in sorted({bucket for (bucket, _), entries in by_prefix.items() if _unversioned(entries)}):
             self._suspended(bucket)  # asked once, before the prefixes' threads read it
@@ -413,29 +422,40 @@ class S3BatchDeleter:
         pace = PrefixPace(self.settings.prefix_keys_per_second, self.sleep)
         errors: dict[int, str] = {}
         markers: dict[int, str] = {}
+        absent: set[int] = set()
+        unsure: set[int] = set()
         remaining = Counter(id(target) for _entry, target in entries)
         suspended = _unversioned(entries) and self._suspended(bucket)
         start = 0
         while start < len(entries):
             batch = entries[start:start + pace.batch(self.settings.batch_size)]
             start += len(batch)
-            for _entry, target, error, marker in self._delete_batch(bucket, batch, pace):
+            for entry, target, error, marker in self._delete_batch(bucket, batch, pace):
                 which = id(target)
-                if error and error not in errors.get(which, ""):  # each version's own refusal, once
+                if error is _GONE:
+                    absent.add(which)
+                elif error is _GONE_OR_OURS:
+                    unsure.add(which)
+                elif error and error not in errors.get(which, ""):  # each version's own refusal, once
                     errors[which] = f"{errors[which]}; {error}" if which in errors else error
                 if marker and not _final(marker, target, suspended):
                     markers[which] = marker
                 remaining[which] -= 1
                 if not remaining[which]:
                     refused = errors.get(which)
-                    yield Outcome(target, AuditAction.DELETED if refused is None else AuditAction.FAILED, refused,
-                                  epoch_ms(), markers.get(which))
+                    action = (AuditAction.FAILED if refused is not None else AuditAction.ALREADY_ABSENT if which in absent
+                              else AuditAction.DELETED if ("VersionId" in entry or "ETag" in entry) and which not in unsure
+                              else AuditAction.DELETED_OR_ABSENT)
+                    yield Outcome(target, action, refused, epoch_ms(), markers.get(which))
 
     def _delete_batch(self, bucket: str, batch: list[tuple[dict[str, Any], Target]], pace: PrefixPace
                       ) -> Iterator[tuple[dict[str, Any], Target, str | None, str | None]]:
-        """Per entry: its error, or the delete marker a key's delete added (versioned buckets). A
-        ``SlowDown`` (of the request or of some keys) slows the prefix; an answer without one speeds it up."""
+        """Per entry: its error (``_GONE``: S3 says a conditional delete found no key; ``_GONE_OR_OURS``: so it
+        says after an attempt of ours that may have deleted it, whose answer was lost or named it otherwise),
+        or the delete marker a key's delete added (versioned buckets). A ``SlowDown`` (of the request or of
+        some keys) slows the prefix; an answer without one speeds it up."""
         pending = list(batch)
+        tried: set[int] = set()  # entries an earlier attempt may have deleted
         for attempt in range(1, self.settings.max_attempts + 1):
             if self._cap is not None:
                 self._cap.wait(len(pending))
@@ -451,6 +471,8 @@ class S3BatchDeleter:
                     if self._cap is not None:
                         self._cap.give_back(len(pending))
                 if _retryable(exc, code, status) and attempt < self.settings.max_attempts:
+                    if not (code in THROTTLED_CODES or status == 503):  # a throttled request reached no key
+                        tried.update(id(entry) for entry, _ in pending)
                     self._backoff(attempt)
                     continue
                 for entry, target in pending:
@@ -470,7 +492,11 @@ class S3BatchDeleter:
                 error = _answered(entry, failed, deleted)
                 if error is None:
                     yield entry, target, None, None if "VersionId" in entry else markers.get(entry["Key"])
+                elif "ETag" in entry and error.get("Code") in ABSENT:
+                    yield entry, target, _GONE_OR_OURS if id(entry) in tried else _GONE, None
                 elif error.get("Code") in RETRYABLE_CODES and attempt < self.settings.max_attempts:
+                    if error.get("Code") not in THROTTLED_CODES:
+                        tried.add(id(entry))
                     retry.append((entry, target))
                 else:
                     yield entry, target, self._refusal(bucket, entry, error), None

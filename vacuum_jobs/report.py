@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import date
@@ -33,6 +34,8 @@ class TableCounts:
     deleted_bytes: int = 0
     already_absent_files: int = 0
     already_absent_bytes: int = 0
+    deleted_or_absent_files: int = 0  # a delete the store took without saying whether the key was there
+    deleted_or_absent_bytes: int = 0
     failed_files: int = 0
     failed_bytes: int = 0
     missing_files: int = 0
@@ -119,7 +122,7 @@ class TableReport:
 SUMMARY_PATHS = 5  # of a dry run's candidates, named per table on the console
 ERROR_SAMPLE = 20  # of a table's failed deletes, named in its report
 # What a delete can end as; each has its files and bytes count (TableCounts).
-DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.FAILED)
+DELETE_OUTCOMES = (AuditAction.DELETED, AuditAction.ALREADY_ABSENT, AuditAction.DELETED_OR_ABSENT, AuditAction.FAILED)
 ACTED_ON = (TableStatus.VACUUMED, TableStatus.DRY_RUN, TableStatus.FAILED)
 
 
@@ -191,6 +194,7 @@ class RunReport:
     inventory_table: str
     inventory_date: str | None
     dry_run: bool
+    audit_table: str | None = None  # where the run's rows go (restore and purge read them there)
     tables: list[TableReport] = field(default_factory=list)
     # Delta tables of the lake, outside the run, whose logs could not be read: the files they
     # need from the run's tables are not known, so not protected. Makes the run exit 1.
@@ -200,6 +204,8 @@ class RunReport:
     audit_problems: list[str] = field(default_factory=list)
     # Why the whole run was refused before it deleted anything (batch_vacuum.RunRefused); None when it ran.
     refused: str | None = None
+    # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.delete_if_present).
+    deletes_unconfirmed: str | None = None
     elapsed_seconds: float = 0.0
     step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (lakeio.steps.Step), in order
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
@@ -273,13 +279,21 @@ class RunReport:
         lines.append(
             f"total: {t['candidate_files']:,} candidate file(s), {t['deleted_files']:,} deleted "
             f"({human_bytes(t['deleted_bytes'])}), {t['already_absent_files']:,} already absent, "
-            f"{t['failed_files']:,} failed"
+            + (f"{t['deleted_or_absent_files']:,} deleted or already absent "
+               f"({human_bytes(t['deleted_or_absent_bytes'])}: the store cannot tell which), "
+               if t["deleted_or_absent_files"] else "")
+            + f"{t['failed_files']:,} failed"
         )
-        if t["deleted_files"]:
-            final = t["deleted_files"] - t["restorable_files"]
+        if self.deletes_unconfirmed and t["deleted_or_absent_files"]:
+            lines.append(f"note: {self.deletes_unconfirmed}")
+        removed = t["deleted_files"] + t["deleted_or_absent_files"]
+        if removed:
+            final = removed - t["restorable_files"]
+            undo = (f"python -m vacuum_jobs restore --audit-table {shlex.quote(self.audit_table)} --run-id {self.run_id} "
+                    "--apply brings them back until a purge erases them" if self.audit_table
+                    else "a restore needs the run's rows: this run had no --audit-table")
             lines.append(f"undo: {t['restorable_files']:,} deleted file(s) kept by a delete marker or the trash "
-                         f"(python -m vacuum_jobs restore --run-id {self.run_id} brings them back until a purge "
-                         f"erases them); {final:,} delete(s) final (no versions kept, no --trash)")
+                         f"({undo}); {final:,} delete(s) final (no versions kept, no --trash)")
         return "\n".join(lines)
 
     def _refused_summary(self) -> str:

@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakeio import catalog, uris
-from lakeio.audit import AuditAction, RunTable, append_run, check_audit_table, read_audit
+from lakeio.audit import REMOVED, AuditAction, RunTable, append_run, check_audit_table, read_audit
 from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable
 from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
@@ -239,7 +239,7 @@ class Undo:
         of_run = audit.where(F.col("run_id") == run_id)
         if not of_run.take(1):
             raise UndoError(f"{self.options.audit_table}: no vacuum run {run_id!r} in the audit table")
-        deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & (F.col("action") == AuditAction.DELETED.value)),
+        deleted = self._in_scope(of_run.where(F.col("path").isNotNull() & F.col("action").isin(*REMOVED)),
                                  of_run, f"vacuum run {run_id}")
         undone = audit.where((F.col("source_run_id") == run_id) & (F.col("action") == AuditAction.RESTORED.value))
         selected = deleted.join(undone.select("path"), "path", "left_anti").withColumn("source_run_id", F.lit(run_id))
@@ -252,9 +252,10 @@ class Undo:
             raise ValueError("older_than_days must be >= 0")
         now_ms, audit = self._start()
         before_ms = cutoff_ms(now_ms, older_than_days * 24)
-        hidden = self._in_scope(audit.where(
-            (F.col("action") == AuditAction.DELETED.value) & F.coalesce("delete_marker_id", "trash_path").isNotNull()
-            & (F.unix_millis("timestamp") < before_ms)), audit, "the audit table")
+        restorable = self._in_scope(audit.where(
+            F.col("action").isin(*REMOVED) & F.coalesce("delete_marker_id", "trash_path").isNotNull()), audit,
+            "the audit table")
+        hidden = restorable.where(F.unix_millis("timestamp") < before_ms)
         finished = audit.where(F.col("action").isin(AuditAction.RESTORED.value, AuditAction.PURGED.value,
                                                     AuditAction.ALREADY_ABSENT.value)
                                & F.col("source_run_id").isNotNull())
@@ -274,8 +275,11 @@ class Undo:
                      F.when(F.col("rule") == KeptBecause.LIVE_AGAIN.value, restore_with).otherwise(F.lit("")))
             .alias("error"),
             F.lit(now_ms).alias("at_ms")).select(*_UNDONE.names)
+        # The tables whose deletes it keeps an eye on: each gets its row, due or not, so that the erasure
+        # evidence sees the purges that run (the undo window bounds their erasure).
+        watched = sorted(r["table_root"] for r in restorable.select("table_root").distinct().collect())
         return self._run(report, selected.join(needed, ["path", "source_run_id"], "left_anti"), AuditAction.PURGED,
-                         now_ms, older_than_days, left_alone)
+                         now_ms, older_than_days, left_alone, watched)
 
     def _needed_again(self, audit: DataFrame, selected: DataFrame, report: UndoReport, now_ms: int) -> DataFrame:
         """The ``selected`` deletes some table of the lake needs again, with the rule that keeps each
@@ -344,8 +348,10 @@ class Undo:
                           audit_problems=list(self.audit_problems))
 
     def _run(self, report: UndoReport, selected: DataFrame, done: AuditAction, now_ms: int,
-             undo_window_days: float | None, left_alone: DataFrame | None = None) -> UndoReport:
-        """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``)."""
+             undo_window_days: float | None, left_alone: DataFrame | None = None, watched: Sequence[str] = ()
+             ) -> UndoReport:
+        """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``);
+        ``watched``: tables a purge looked at, recorded even where nothing of theirs was due."""
         rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
                                "trash_path", "source_run_id")
         self.progress.begin(Step.ACTING, f"checking the files to {report.command}")
@@ -365,19 +371,19 @@ class Undo:
                 PROBLEM_SAMPLE).collect():
             report.problems.append(f"{row['path']}: {row['error']}")
         report.warnings += _lifecycle_warnings(settings, report.tables, undo_window_days)
-        if not self.options.dry_run and report.tables:
+        if not self.options.dry_run and (report.tables or watched):
             self.progress.begin(Step.RECORDING, f"recording {self.options.audit_table}")
             try:
-                self._record(report, outcomes, done, now_ms, undo_window_days)
+                self._record(report, outcomes, done, now_ms, undo_window_days, watched)
             except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
                 report.audit_problems.append(str(unrecorded))
         report.step_seconds = self.progress.seconds()
         return report
 
     def _record(self, report: UndoReport, outcomes: DataFrame, done: AuditAction, now_ms: int,
-                undo_window_days: float | None) -> None:
+                undo_window_days: float | None, watched: Sequence[str] = ()) -> None:
         """One audit run, however many vacuum runs it acts on: a table row per (source run, table), and
-        every row names the vacuum run it acts on."""
+        every row names the vacuum run it acts on; a watched table with nothing due, one row naming none."""
         table_action = AuditAction.TABLE_RESTORED if done is AuditAction.RESTORED else AuditAction.TABLE_PURGED
         window = None if undo_window_days is None else float(undo_window_days) * 24
         counts: dict[tuple[str, str], list[str]] = {}
@@ -385,6 +391,9 @@ class Undo:
             counts.setdefault((row["source_run_id"], row["table_root"]), []).append(f"{row['count']:,} {row['action']}")
         tables = [RunTable(root, table_action, ", ".join(sorted(parts)), source_run_id=source, undo_window_hours=window)
                   for (source, root), parts in sorted(counts.items())]
+        acted = {root for _, root in counts}
+        tables += [RunTable(root, table_action, f"nothing hidden longer than {undo_window_days:g} day(s)",
+                            undo_window_hours=window) for root in watched if root not in acted]
         append_run(self.spark, self.options.audit_table, report.run_id, now_ms, tables,
                    outcomes.select(*OUTCOMES.columns, "source_run_id"), before_commit=self.before_commit)
 
@@ -487,11 +496,17 @@ Verdict = list[str] | tuple[AuditAction, str]
 
 def _check_restore(row: Named, client: Any) -> Verdict:
     """The run's delete marker, to remove; or why the key is left alone."""
-    if row["delete_marker_id"] is None:
+    if row["delete_marker_id"] is None and not row["path"].startswith("s3:"):
         return (AuditAction.NOT_RESTORED, "the delete was final: no delete marker or trash recorded (the store "
                                           "keeps no versions, and the run had no --trash)")
     versions = key_versions(client, row["path"])
     latest = next((v for v in versions if v["IsLatest"]), None)
+    if row["delete_marker_id"] is None:  # what the key holds now, not a guess at why
+        now = ("it holds no version" if latest is None else
+               f"its latest version is {'a delete marker' if latest['marker'] else 'an object'} ({latest['VersionId']}) "
+               f"of {len(versions)}")
+        return (AuditAction.NOT_RESTORED, f"the delete was final: S3 named no delete marker for it, so nothing of the "
+                                          f"run's is there to take away; {now}")
     if latest is None:
         return (AuditAction.NOT_RESTORED, "the key holds no version any more (purged, or expired by a lifecycle "
                                           "rule)")
@@ -502,6 +517,12 @@ def _check_restore(row: Named, client: Any) -> Verdict:
     if row["version_id"] and not any(v["VersionId"] == row["version_id"] for v in versions):
         return (AuditAction.NOT_RESTORED, f"the version it hid ({row['version_id']}) is gone (purged, or expired "
                                           "by a lifecycle rule)")
+    below = max((v for v in versions if v["VersionId"] != latest["VersionId"]
+                 and v["LastModified"] <= latest["LastModified"]), key=lambda v: v["LastModified"], default=None)
+    if below is None or below["marker"]:  # a store that cannot tell took a delete of a key already gone
+        return (AuditAction.NOT_RESTORED, "it was gone before the vacuum run: under the run's delete marker "
+                                          + (f"lies another, {below['VersionId']}" if below else "lies no version")
+                                          + ", so removing it would bring nothing back")
     return [row["delete_marker_id"]]
 
 

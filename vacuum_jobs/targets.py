@@ -113,6 +113,8 @@ def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
 
 
 def _uri_or_name(text: str) -> str:
+    if why := uris.malformed(text):
+        raise TargetsError(why)
     return text if catalog.is_name(text) else uris.to_uri(text)
 
 
@@ -143,6 +145,8 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
         for flag in ("enabled", "dry_run", "history"):
             if flag in entry and not isinstance(entry[flag], bool):
                 raise TargetsError(f"{path}: entry {i}: {flag} must be true or false")
+        if why := uris.malformed(entry["table"]):
+            raise TargetsError(f"{path}: entry {i}: {why}")
         found.append(TableTarget(_uri_or_name(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run"),
                                  history=entry.get("history")))
     return _dedupe(found)
