@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import pyspark
 from pyspark.sql import SparkSession
@@ -129,7 +130,7 @@ def open_session(app: str, parser: argparse.ArgumentParser, args: argparse.Names
         values = getattr(args, action.dest, None)
         for value in values if isinstance(values, list) else [values] if values else []:
             scheme = uris.scheme_of(place_of(str(action.metavar), value))
-            if scheme in ("s3", "s3a", "s3n"):
+            if scheme in ("s3", "s3a", "s3n") and PLACE_METAVARS[str(action.metavar)] == "table":
                 on_s3.append((action.option_strings[0], place_of(str(action.metavar), value)))
             if scheme is None or scheme in KNOWN_STORES:
                 continue
@@ -150,10 +151,11 @@ ENDPOINT_SECONDS = 5  # a store that has not answered in this long, twice, is no
 
 
 def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
-    """Each endpoint the first S3 place (``(option, uri)``) is reached through answers: Spark's S3 connector's
-    (``fs.s3a.endpoint``) and the Python clients' (boto3's resolution: ``AWS_ENDPOINT_URL``). Said within
-    seconds, naming the endpoint, where the connector's own retries would take minutes; any answer at all
-    (a refusal, no such bucket) passes: the run says what it means where it meets it."""
+    """Each endpoint named for the first S3 table (``(option, uri)``) answers: Spark's S3 connector's
+    (``fs.s3a.endpoint``) and the Python clients' (``AWS_ENDPOINT_URL``), where set. Said within seconds,
+    naming the endpoint, where the connector's own retries would take minutes; any answer at all (a refusal,
+    no such key) passes: the run says what it means where it meets it. AWS's own endpoints are not asked. The
+    question is a HEAD of the table's first commit, which every role that reads the table may ask."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import (
@@ -166,21 +168,21 @@ def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
     )
 
     option, place = places[0]
-    bucket = uris.bucket_and_key(place)[0]
+    bucket, key = uris.bucket_and_key(uris.join(place, "_delta_log", "00000000000000000000.json"))
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     s3a = (hadoop.get("fs.s3a.endpoint") or "").strip()
     if s3a and "://" not in s3a:
         s3a = ("http://" if (hadoop.get("fs.s3a.connection.ssl.enabled") or "").lower() == "false" else "https://") + s3a
     config = Config(connect_timeout=ENDPOINT_SECONDS, read_timeout=ENDPOINT_SECONDS, retries={"total_max_attempts": 2})
-    for endpoint in dict.fromkeys([s3a or None, os.environ.get("AWS_ENDPOINT_URL") or None]):
+    for endpoint in dict.fromkeys(e for e in (s3a, os.environ.get("AWS_ENDPOINT_URL", "").strip()) if e):
         client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
         try:
-            client.head_bucket(Bucket=bucket)
+            client.head_object(Bucket=bucket, Key=key)
         except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:
             raise EndpointUnreachable(
-                f"{option} {place}: the endpoint {client.meta.endpoint_url} does not answer ({type(exc).__name__} "
-                f"within {ENDPOINT_SECONDS} s, twice): check the endpoint URL (AWS_ENDPOINT_URL, fs.s3a.endpoint, "
-                "--s3-endpoint-url), the network, and that the service is up") from None
+                f"{place}: the endpoint at {urlsplit(endpoint).netloc or endpoint} does not answer ({type(exc).__name__}, "
+                f"twice within {ENDPOINT_SECONDS} s; {option}): check the endpoint URL (AWS_ENDPOINT_URL, "
+                "fs.s3a.endpoint, --s3-endpoint-url), the network, and that the service is up") from None
         except (ClientError, NoCredentialsError):
             pass  # it answered
 
