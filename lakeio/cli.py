@@ -6,6 +6,7 @@ import argparse
 import functools
 import logging
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -148,6 +149,7 @@ class EndpointUnreachable(HousekeepingError, OSError):
 
 
 ENDPOINT_SECONDS = 5  # a store that has not answered in this long, twice, is not there
+_AWS_HOST = re.compile(r"(^|\.)amazonaws\.com(\.cn)?$", re.IGNORECASE)
 
 
 def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
@@ -174,7 +176,9 @@ def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
     if s3a and "://" not in s3a:
         s3a = ("http://" if (hadoop.get("fs.s3a.connection.ssl.enabled") or "").lower() == "false" else "https://") + s3a
     config = Config(connect_timeout=ENDPOINT_SECONDS, read_timeout=ENDPOINT_SECONDS, retries={"total_max_attempts": 2})
-    for endpoint in dict.fromkeys(e for e in (s3a, os.environ.get("AWS_ENDPOINT_URL", "").strip()) if e):
+    named = (e for e in (s3a, os.environ.get("AWS_ENDPOINT_URL", "").strip()) if e)
+    # Hadoop's own default (fs.s3a.endpoint = s3.amazonaws.com on 3.3) and AWS's regional names are AWS's.
+    for endpoint in dict.fromkeys(e for e in named if not _AWS_HOST.search(urlsplit(e).hostname or "")):
         client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
         try:
             client.head_object(Bucket=bucket, Key=key)
