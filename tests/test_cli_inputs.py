@@ -285,9 +285,9 @@ def test_an_endpoint_that_does_not_answer_is_named_within_a_minute(lake, command
 
 
 @pytest.mark.parametrize(("launched", "shown"), [
-    ("/opt/jobs/run_vacuum_jobs.py", "spark-submit ... run_vacuum_jobs.py"),  # infra.package's entry script
-    ("/usr/local/bin/vacuum-jobs", "vacuum-jobs"),  # the console script
-    ("/work/vacuum_jobs/__main__.py", "python -m vacuum_jobs"),
+    ("jobs/run_vacuum_jobs.py", "spark-submit ... run_vacuum_jobs.py"),  # infra.package's entry script
+    ("bin/vacuum-jobs", "vacuum-jobs"),  # the console script
+    ("vacuum_jobs/__main__.py", "python -m vacuum_jobs"),  # python -m runs the package's __main__
 ])
 def test_usage_lines_name_the_command_as_it_was_started(launched, shown, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [launched])
