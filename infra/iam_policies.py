@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from lakeio.errors import InvalidOption
 from lakeio.text import StrEnum
 
 Statement = dict[str, Any]
@@ -58,7 +59,7 @@ class Place:
         scheme, _, rest = uri.partition("://")
         bucket, _, key = rest.partition("/")
         if scheme not in ("s3", "s3a") or not bucket:
-            raise ValueError(f"{uri}: expected s3://bucket[/prefix]")
+            raise InvalidOption(f"{uri}: expected s3://bucket[/prefix]")
         key = key.strip("/")
         return cls(bucket, f"{key}/" if key else "")
 
@@ -94,7 +95,7 @@ def kms_region(arn: str) -> str:
     policies name S3 in the aws partition, and S3's service name in kms:ViaService is that partition's)."""
     found = re.fullmatch(r"arn:aws:kms:([\w-]+|\$\{AWS::Region\}):(\d{12}|\$\{AWS::AccountId\}):key/[^\s/]+", arn)
     if found is None:
-        raise ValueError(f"{arn}: expected a KMS key's ARN, arn:aws:kms:<region>:<account>:key/<key id> (a policy "
+        raise InvalidOption(f"{arn}: expected a KMS key's ARN, arn:aws:kms:<region>:<account>:key/<key id> (a policy "
                          "cannot name a key by its alias; the policies are written for the aws partition, not "
                          "aws-cn or aws-us-gov)")
     return found.group(1)
@@ -146,7 +147,7 @@ def policy(role: Role, scope: Scope) -> dict[str, Any]:
 
     if role is Role.INGESTION:
         if scope.deliveries is None:
-            raise ValueError("the ingestion role needs the S3 Inventory destination (--inventory-destination)")
+            raise InvalidOption("the ingestion role needs the S3 Inventory destination (--inventory-destination)")
         read("InventoryDeliveries", [scope.deliveries], "InventoryDeliveries")
         own("InventoryTable", scope.inventory_table)
     elif role is Role.REPORTS:

@@ -9,6 +9,7 @@ from datetime import date, timedelta
 
 from inventory_etl.manifest import DELIVERY_FOLDER
 from lakeio import uris
+from lakeio.errors import InvalidOption
 from lakeio.storage import Storage
 
 # How many days back from each configuration's newest delivery a run looks for days the table lacks.
@@ -39,7 +40,7 @@ def discover(
     Days older than the window that the table does not hold (``held``: its (date, bucket,
     config) partitions) are reported, not ingested."""
     if lookback_days < 1:
-        raise ValueError("lookback_days must be at least 1")
+        raise InvalidOption("lookback_days must be at least 1")
     held = held or set()
     found: dict[tuple[str, str], dict[date, str]] = {}
     for status in storage.glob(uris.join(uris.literal(uris.to_uri(root)), "*", "*", "*", "manifest.json")):

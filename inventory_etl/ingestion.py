@@ -41,6 +41,7 @@ from lakeio.delta_write import (
     partition_string,
     write_delta,
 )
+from lakeio.errors import InvalidOption
 from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
 from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.spark import check_workers
@@ -220,7 +221,7 @@ class IngestInventory:
         self.verify_checksums = verify_checksums
         self.allow_older = allow_older
         if keep_days is not None and keep_days < 1:
-            raise ValueError("keep_days must be at least 1")
+            raise InvalidOption("keep_days must be at least 1")
         self.keep_days = keep_days
         self.progress = Steps(spark, log)
         check_workers(spark)

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from lakeio import uris
 from lakeio.delta_read import read_delta
 from lakeio.delta_write import WriteResult, write_delta
+from lakeio.errors import InvalidOption
 from lakeio.inventory import INVENTORY_SCHEMA, PARTITION_COLUMNS, one_row_per_object
 
 
@@ -23,7 +24,7 @@ def migrate(spark: SparkSession, source: str, target: str) -> WriteResult:
     one row per object: readers merge only what two configurations delivered, since ingestion now
     refuses a delivery that lists an object twice."""
     if uris.canonical(source) == uris.canonical(target):
-        raise ValueError(f"{source}: copy it into a new table, not into itself")
+        raise InvalidOption(f"{source}: copy it into a new table, not into itself")
     rows = read_delta(spark, source)
     present = set(rows.columns)
     rows = one_row_per_object(rows.select(*[F.col(f.name) if f.name in present else F.lit(None).cast(f.dataType).alias(f.name)

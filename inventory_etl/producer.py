@@ -29,6 +29,8 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
+from lakeio.errors import InvalidOption
+
 # (CSV header name, snake_case name, arrow type) in the order S3 writes them.
 # (the header S3 gives a field, our column name, its Arrow type)
 Field = tuple[str, str, pa.DataType]
@@ -91,7 +93,7 @@ def write_delivery(
     """Write one delivery and return the path of its ``manifest.json``; ``object_lock`` adds the
     Object Lock fields."""
     if file_format not in ("Parquet", "ORC", "CSV"):
-        raise ValueError(f"unknown file format {file_format!r}")
+        raise InvalidOption(f"unknown file format {file_format!r}")
     fields = [f for f in FIELDS if versioned or f[0] not in VERSION_FIELDS] + (OBJECT_LOCK_FIELDS if object_lock else [])
     config_dir = os.path.join(destination, source_bucket, config_id)
     key_prefix = "/".join(p for p in (destination_prefix.strip("/"), source_bucket, config_id) if p)

@@ -41,12 +41,13 @@ from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
 from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
-from lakeio.errors import HousekeepingError
+from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.inventory import (
     PARTITION_COLUMNS,
     InventoryUnavailable,
     current_objects,
     inventory_snapshot,
+    is_delete_marker,
     read_inventory,
 )
 from lakeio.spark import check_workers
@@ -99,7 +100,7 @@ class ChargebackOptions:
 
     def __post_init__(self) -> None:
         if self.trend_days < 0:
-            raise ValueError("trend_days must be >= 0")
+            raise InvalidOption("trend_days must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -381,7 +382,7 @@ class Chargeback:
         owned = with_owner(rows, roots).join(F.broadcast(tables), "table_root", "left")
         relative = F.expr("substring(path, length(table_root) + 2)")
         category = (
-            F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), ChargeCategory.DELETE_MARKER.value)
+            F.when(is_delete_marker(), ChargeCategory.DELETE_MARKER.value)
             .when(~F.coalesce(F.col("is_latest"), F.lit(True)), ChargeCategory.NONCURRENT.value)
             .when(F.col("table_root").isNull(), ChargeCategory.UNTRACKED.value)
             .when(F.col("cutoff_ms").isNull(), ChargeCategory.UNCLASSIFIED.value)

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio import uris
+from lakeio.inventory import is_delete_marker
 from lakeio.shapes import local_frame
 from lakeio.text import StrEnum
 from lakeio.times import iso_utc
@@ -99,7 +100,7 @@ def find_copies(spark: SparkSession, history: DataFrame, newest: dict[str, date]
     ``files`` (shapes.FILE_ACTIONS) and ``roots``: the tables' logs read; ``audit``: the vacuum audit rows.
     Also returns the asked files no inventory row gives an ETag for (no copy can be looked for)."""
     wanted = F.broadcast(local_frame(spark, [(p,) for p in asked], "of string"))
-    objects = history.where(~F.coalesce(F.col("is_delete_marker"), F.lit(False)) & F.col("e_tag").isNotNull()) \
+    objects = history.where(~is_delete_marker() & F.col("e_tag").isNotNull()) \
         .withColumn("canonical", uris.canonical_col(F.col("path")))
     prints = (objects.join(wanted, objects["canonical"] == wanted["of"])
               .groupBy("of").agg(F.max_by(F.struct("length", "e_tag", "encryption_status", "is_multipart_uploaded"),

@@ -28,6 +28,7 @@ from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureE
 from lakeio import audit_chain
 from lakeio.delta_read import newest_partitions, read_delta
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
+from lakeio.errors import InvalidOption
 from lakeio.inventory import PARTITION_COLUMNS
 from lakeio.steps import one_run
 from lakeio.text import StrEnum
@@ -230,9 +231,9 @@ class ErasureRequest:
         """Every request's document: one gathering of the evidence, one search for copies, one chain check."""
         ids = [request_id for request_id, _ in requests]
         if any(not request_id.strip() for request_id in ids):
-            raise ValueError("request_id must not be empty")
+            raise InvalidOption("request_id must not be empty")
         if len(set(ids)) != len(ids):
-            raise ValueError("request ids must be distinct: " + ", ".join(sorted({i for i in ids if ids.count(i) > 1})))
+            raise InvalidOption("request ids must be distinct: " + ", ".join(sorted({i for i in ids if ids.count(i) > 1})))
         batch = RequestBatch([])
         records: dict[str, CommitRecord] = {}
         for request_id, commit in requests:

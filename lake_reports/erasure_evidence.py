@@ -68,7 +68,7 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.replay import Replay, read_unsure_too
-from lakeio.errors import HousekeepingError
+from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.inventory import (
     InventorySnapshot,
     InventoryUnavailable,
@@ -106,7 +106,7 @@ class ErasureOptions:
 
     def __post_init__(self) -> None:
         if not self.deadline_days > 0:
-            raise ValueError("deadline_days must be > 0")
+            raise InvalidOption("deadline_days must be > 0")
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from lakeio import __version__, uris
 from lakeio import spark as sessions
 from lakeio.delta_write import DeltaStorageError
-from lakeio.errors import HousekeepingError
+from lakeio.errors import BadInputFile, HousekeepingError
 from lakeio.spark import PROJECT_PACKAGES, get_spark
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -210,7 +210,7 @@ def read_text(spark: SparkSession | None, path: str) -> str:
         with open(uris.local_path(uris.to_uri(path))) as source:
             return source.read()
     if spark is None:
-        raise ValueError(f"{path}: a remote file is read once Spark runs")
+        raise BadInputFile(f"{path}: a remote file is read once Spark runs")
     return Storage(spark).read_bytes(path).decode("utf-8")
 
 

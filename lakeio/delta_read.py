@@ -1,8 +1,11 @@
 """Reading the project's own Delta tables (inventory, audit) into Spark.
 
-With Delta's jars Spark reads the table itself. Without them, ``deltalake`` names the
-files of one snapshot and Spark reads those Parquet files, putting the partition values
-(which Hive-style writers keep out of the files) back as columns.
+``deltalake`` names the files of one snapshot and Spark reads those Parquet files, putting the
+partition values (which Hive-style writers keep out of the files) back as columns: with Delta's
+jars on the classpath too, since their reader costs a fresh driver some ten seconds before its
+first row (measured in benchmarks/RESULTS.md). Only a table whose protocol asks its readers for
+more than its files (deletion vectors, column mapping: what another engine's command on our
+tables may have turned on) is read by Delta's jars, and refused without them.
 
 Either way a frame reads one version of the table, however often it runs: Delta's own reader
 reads the newest version each time a frame runs unless it is told one (its ``TahoeLogFileIndex``),
@@ -26,7 +29,7 @@ from pyspark.sql.types import StructType
 from lakeio import uris
 from lakeio.delta_write import open_table
 from lakeio.errors import HousekeepingError
-from lakeio.spark import delta_jars_present, jvm_of
+from lakeio.spark import delta_jars_present
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -34,6 +37,15 @@ if TYPE_CHECKING:
 
 class TableNotFound(HousekeepingError):
     """There is no Delta table at the URI."""
+
+
+class NeedsDeltaJars(HousekeepingError):
+    """The table's protocol asks its readers for more than its Parquet files, and Delta's jars are not loaded."""
+
+
+# Reader features that change nothing in how a table's files read (the others, deletion vectors and
+# column mapping among them, make a plain Parquet read of the files wrong).
+PLAIN_FILE_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 
 
 def partition_values(table_uri: str, column: str, version: int | None = None) -> set[Any]:
@@ -71,25 +83,23 @@ def _partitions(table: DeltaTable, columns: list[str]) -> set[tuple[Any, ...]]:
 
 
 def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] | None = None,
-               use_delta_jars: bool | None = None, version: int | None = None) -> DataFrame:
+               version: int | None = None) -> DataFrame:
     """The table's rows as of ``version`` (default: its newest as this is called; every run of the frame
     reads that version), restricted to partitions equal to ``where`` (a value, or a set, list or tuple of
-    the values allowed). Without Delta's jars only those partitions' files are read, and the plan holds
-    only them: a filter after the read would leave every partition in the plan to analyse."""
+    the values allowed). Only those partitions' files are read, and the plan holds only them: a filter
+    after the read would leave every partition in the plan to analyse. Delta's jars read it only where its
+    protocol needs them (:data:`PLAIN_FILE_FEATURES`)."""
     wanted = {column: _allowed(value) for column, value in (where or {}).items()}
     table_uri = uris.to_uri(table_uri)
-    if use_delta_jars is None:
-        use_delta_jars = delta_jars_present()
-    if use_delta_jars:
-        if not _is_delta_table(spark, table_uri):  # Spark's own error would be a bare PATH_NOT_FOUND
-            raise TableNotFound(f"{table_uri}: no Delta table there")
-        if version is None:
-            version = _newest_by_delta(spark, table_uri)
-        df = spark.read.format("delta").option("versionAsOf", version).load(table_uri)
+    table = _open(table_uri, version)
+    if missed := _features_files_miss(table):
+        if not delta_jars_present():
+            raise NeedsDeltaJars(f"{table_uri}: its readers must honour {', '.join(missed)}, "
+                                 "which only Delta's jars do here: run with them (python -m infra.jvm_jars)")
+        df = spark.read.format("delta").option("versionAsOf", table.version()).load(table_uri)
         for column, allowed in wanted.items():
             df = df.where(F.col(column).isin(list(allowed)))
         return df
-    table = _open(table_uri, version)
     partition_columns = table.metadata().partition_columns
     schema = _spark_schema(table)
     groups: dict[tuple[object, ...], list[str]] = defaultdict(list)
@@ -112,15 +122,12 @@ def read_delta(spark: SparkSession, table_uri: str, where: Mapping[str, object] 
     return reduce(DataFrame.unionByName, frames)
 
 
-def _is_delta_table(spark: SparkSession, table_uri: str) -> bool:
-    """Delta's own answer (its jars are loaded): a log with a commit or checkpoint at the URI."""
-    return bool(jvm_of(spark).io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table_uri))
-
-
-def _newest_by_delta(spark: SparkSession, table_uri: str) -> int:
-    """The table's newest version, as Delta's jars read its log (the newest commit's entry in its history)."""
-    newest = jvm_of(spark).io.delta.tables.DeltaTable.forPath(spark._jsparkSession, table_uri).history(1).head()
-    return int(newest.getLong(newest.fieldIndex("version")))
+def _features_files_miss(table: DeltaTable) -> list[str]:
+    """What the table's protocol asks of its readers that a plain read of its files would miss."""
+    protocol = table.protocol()
+    if protocol.min_reader_version == 2:
+        return ["columnMapping"]
+    return sorted(set(protocol.reader_features or ()) - PLAIN_FILE_FEATURES)
 
 
 def _open(table_uri: str, version: int | None = None) -> DeltaTable:

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakeio import uris
-from lakeio.errors import HousekeepingError
+from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.spark import session_setting
 from lakeio.storage import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
@@ -143,9 +143,9 @@ def write_delta(
     holds one writer while another commits).
     """
     if drop and mode != "replace_partitions":
-        raise ValueError("drop goes with mode='replace_partitions'")
+        raise InvalidOption("drop goes with mode='replace_partitions'")
     if claims and mode != "replace_partitions":
-        raise ValueError("claims go with mode='replace_partitions'")
+        raise InvalidOption("claims go with mode='replace_partitions'")
     table_uri = uris.to_uri(table_uri)
     added = _check_target(df.sparkSession, df.schema, table_uri, partition_by, evolve=True)
     # Spark's default INT96 cannot hold dates past 2262 for Arrow readers; micros can.

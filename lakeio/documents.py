@@ -6,6 +6,7 @@ import json
 
 import yaml
 
+from lakeio.errors import BadInputFile
 from lakeio.text import first_line
 
 
@@ -19,14 +20,14 @@ def load_document(path: str, text: str | None = None) -> object:
             with open(path) as source:
                 text = source.read()
         except OSError as exc:
-            raise ValueError(f"{path}: {exc.strerror}") from None
+            raise BadInputFile(f"{path}: {exc.strerror}") from None
     kind = "JSON" if path.endswith(".json") else "YAML"
     try:
         return json.loads(text) if kind == "JSON" else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise BadInputFile(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except yaml.MarkedYAMLError as exc:  # its own text quotes the line over several: the problem and where, in one
         where = f" at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1}" if exc.problem_mark else ""
-        raise ValueError(f"{path}: not valid YAML: {exc.problem or exc.context}{where}") from None
+        raise BadInputFile(f"{path}: not valid YAML: {exc.problem or exc.context}{where}") from None
     except (ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: not valid {kind}: {first_line(exc)}") from None
+        raise BadInputFile(f"{path}: not valid {kind}: {first_line(exc)}") from None

@@ -11,3 +11,11 @@ from __future__ import annotations
 
 class HousekeepingError(Exception):
     """An error this project raises on purpose; its message names the input and the problem."""
+
+
+class InvalidOption(HousekeepingError, ValueError):
+    """An option of the API (a setting, a count, a duration) outside what it can be; the message names it."""
+
+
+class BadInputFile(HousekeepingError, ValueError):
+    """A file the user gave (a tables file, a prices file, a request) cannot be read or parsed."""

@@ -14,7 +14,7 @@ from datetime import date
 from functools import reduce
 from operator import or_
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -99,11 +99,25 @@ def snake_case(field_name: str) -> str:
     return name.lower()
 
 
+def is_delete_marker() -> Column:
+    """An inventory row of a delete marker (unversioned inventories leave the flag null: none is)."""
+    return F.coalesce(F.col("is_delete_marker"), F.lit(False))
+
+
+def is_current() -> Column:
+    """An inventory row of an object as it is now: its latest version, not a delete marker
+    (unversioned inventories leave both flags null: every row is)."""
+    return F.coalesce(F.col("is_latest"), F.lit(True)) & ~is_delete_marker()
+
+
+def is_noncurrent() -> Column:
+    """An inventory row of a version a newer one (or a delete marker) hides: bytes the bucket keeps."""
+    return ~F.coalesce(F.col("is_latest"), F.lit(True)) & ~is_delete_marker()
+
+
 def current_objects(rows: DataFrame) -> DataFrame:
-    """Inventory rows of objects as they are now: no noncurrent versions, no delete markers
-    (unversioned inventories leave both flags null)."""
-    return rows.where(F.coalesce(F.col("is_latest"), F.lit(True))
-                      & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+    """Inventory rows of objects as they are now (:func:`is_current`)."""
+    return rows.where(is_current())
 
 
 OBJECT_KEY = ("inventory_date", "bucket", "key", "version_id")
@@ -211,7 +225,7 @@ def one_row_per_object(rows: DataFrame, shared: Collection[tuple[date, str]] | N
 
 def _merged(rows: DataFrame) -> DataFrame:
     """``rows`` merged into one row per object (:func:`one_row_per_object`)."""
-    listed_latest = F.max(F.when(F.col("is_latest") & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)),
+    listed_latest = F.max(F.when(F.col("is_latest") & ~is_delete_marker(),
                                  F.col("version_id"))).over(Window.partitionBy("inventory_date", "bucket", "key"))
     matched = F.col("version_id").isNull() & listed_latest.isNotNull()
     rows = rows.select(*[

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from lakeio import uris
+from lakeio.errors import HousekeepingError
 from lakeio.spark import HIDDEN_FOLDER_LOGGER, JvmObject, jvm_of, quiet_logs
+
+
+class MoveFailed(HousekeepingError, OSError):
+    """The store did not rename a file (to the trash, or back from it)."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,8 @@ class Storage:
         if not fs.exists(source):
             return False
         if fs.exists(target):
-            raise FileExistsError(f"cannot move {uri} to {to}: a file is there")
+            raise MoveFailed(f"cannot move {uri} to {to}: a file is there")
         fs.mkdirs(target.getParent())
         if not fs.rename(source, target):
-            raise OSError(f"cannot move {uri} to {to} (does it exist already, or lie on another file system?)")
+            raise MoveFailed(f"cannot move {uri} to {to} (does it exist already, or lie on another file system?)")
         return True

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeio.delta_read import read_delta
+from lakeio.delta_read import NeedsDeltaJars, read_delta
 
 DAYS = [date(2026, 11, 1) + timedelta(days=i) for i in range(4)]
 
@@ -50,3 +50,30 @@ def test_a_frame_reads_the_version_it_was_read_at_however_often_it_runs(spark, t
     assert sorted(r["id"] for r in rows.collect()) == [1, 2] and rows.count() == 2
     assert [r["id"] for r in read_delta(spark, table).collect()] == [4]
     assert sorted(r["id"] for r in read_delta(spark, table, version=1).collect()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("properties, feature", [
+    ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+    ({"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}, "columnMapping"),
+])
+def test_a_table_whose_readers_must_honour_more_than_its_files_is_refused_without_deltas_jars(spark, tmp_path,
+                                                                                               properties, feature):
+    table = str(tmp_path / "audit")
+    try:
+        write_deltalake(table, pa.table({"id": [1, 2]}), configuration=properties)
+    except Exception as exc:  # a deltalake that cannot write the feature cannot be the other engine here
+        pytest.skip(f"deltalake cannot write {feature}: {exc}")
+
+    with pytest.raises(NeedsDeltaJars, match=rf"^file://{table}: its readers must honour (\w+, )*{feature}\b.*, which only Delta's jars"):
+        read_delta(spark, table)
+
+
+@pytest.mark.delta_jars  # another engine's DELETE on our table leaves deletion vectors: its rows are Delta's answer
+def test_rows_a_deletion_vector_drops_are_not_read(spark, tmp_path):
+    table = str(tmp_path / "audit")
+    spark.sql(f"CREATE TABLE delta.`{table}` (id INT) USING delta TBLPROPERTIES (delta.enableDeletionVectors = true)")
+    spark.range(1, 7).selectExpr("CAST(id AS INT) AS id").coalesce(1).write.format("delta").mode("append").save(table)
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id % 2 = 0")
+    assert any('"deletionVector"' in f.read_text() for f in (tmp_path / "audit" / "_delta_log").glob("*.json"))
+
+    assert sorted(r["id"] for r in read_delta(spark, table).collect()) == [1, 3, 5]

@@ -29,11 +29,10 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import needed_elsewhere
-from lakeio.deltalog.replay import replay_logs
+from lakeio.deltalog.replay import LogFileVanished, naming_vanished_logs, replay_logs
 from lakeio.deltalog.segments import log_segment
 from lakeio.storage import Storage
 from tests.histories import clones, debris, spellings, steps, write_clone, write_history
-from vacuum_jobs.batch_vacuum import _table_of_vanished_log_file
 from vacuum_jobs.plan import plan_tables
 from vacuum_jobs.recheck import recheck_logs
 
@@ -97,13 +96,14 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
         for commit in log.glob("*.json"):
             commit.rename(hidden_away / commit.name)
     try:
-        plan = plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], CUTOFF)],
-                           inventory_as_of_ms=NOW, other_roots=[clone_uri], references=references.frame)
-        planned = [r["path"] for r in plan.candidates.collect()]
-    except Exception as exc:
+        with naming_vanished_logs([clone_uri, root_uri]):
+            plan = plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], CUTOFF)],
+                               inventory_as_of_ms=NOW, other_roots=[clone_uri], references=references.frame)
+            planned = [r["path"] for r in plan.candidates.collect()]
+    except LogFileVanished as lost:
         if not vanish or keep_commits:
             raise
-        assert _table_of_vanished_log_file(exc, [clone_uri, root_uri]) == root_uri
+        assert lost.table_root == root_uri
         return
     finally:
         for commit in hidden_away.glob("*.json"):

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,13 +29,13 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
-from lakeio.deltalog.replay import Replay, TableState, read_logs
+from lakeio.deltalog.replay import LogFileVanished, Replay, TableState, naming_vanished_logs, read_logs
 from lakeio.deprecation import not_, renamed_keywords
-from lakeio.errors import HousekeepingError
-from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
+from lakeio.errors import HousekeepingError, InvalidOption
+from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot, is_current
 from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths, of_tables
-from lakeio.spark import check_workers, is_missing_file
+from lakeio.spark import check_workers
 from lakeio.steps import Step, Steps, one_run
 from lakeio.storage import Storage
 from lakeio.text import first_line
@@ -64,7 +64,7 @@ WOULD_DELETE_SAMPLE = 100  # of a dry run's candidates, named per table in its r
 
 @dataclass
 class VacuumOptions:
-    """How a run vacuums; invalid values raise ValueError here, whoever builds them."""
+    """How a run vacuums; invalid values raise InvalidOption (a ValueError) here, whoever builds them."""
 
     inventory_table: str
     inventory_date: date | None = None  # default: the newest the table holds
@@ -80,13 +80,13 @@ class VacuumOptions:
 
     def __post_init__(self) -> None:
         if not self.max_inventory_age_hours > 0:
-            raise ValueError("max_inventory_age_hours must be > 0")
+            raise InvalidOption("max_inventory_age_hours must be > 0")
         if self.retention_hours is not None and self.retention_hours < 0:
-            raise ValueError("retention_hours must be >= 0")
+            raise InvalidOption("retention_hours must be >= 0")
         if not 0 <= self.min_coverage <= 1:
-            raise ValueError("min_coverage must be between 0 and 1")
+            raise InvalidOption("min_coverage must be between 0 and 1")
         if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":
-            raise ValueError("trash cannot be on S3, where a move is a copy: turn on bucket versioning instead "
+            raise InvalidOption("trash cannot be on S3, where a move is a copy: turn on bucket versioning instead "
                              "(deletes then add delete markers, which restore removes)")
 
 
@@ -407,24 +407,26 @@ class BatchVacuum:
             if not policies:
                 return replay, None
             try:
-                references = self._references(replay, self._read_other_logs(others), policies, lake, run.now_ms)
-                run.report.references_unknown = {root: why for root, why in (*references.unknown.items(),
-                                                                             *vanished.items())}
-                return replay, self._plan(inventory, replay, policies, run_tables, lake, references,
-                                          recorded=run.audit_table is not None)
-            except Exception as exc:
+                with naming_vanished_logs([p.table_root for p in policies] + others):
+                    references = self._references(replay, self._read_other_logs(others), policies, lake, run.now_ms)
+                    plan = self._plan(inventory, replay, policies, run_tables, lake, references,
+                                      recorded=run.audit_table is not None)
+            except LogFileVanished as lost:
                 replay.release()
-                lost = _table_of_vanished_log_file(exc, [p.table_root for p in policies] + others)
-                if lost is None:
-                    raise
-                why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {first_line(exc)}"
-                if lost in run_tables:
-                    run_tables.refuse(lost, ReasonCode.LOG_VANISHED, f"{why}; vacuum it in the next run")
-                    targets = [t for t in targets if t.root != lost]
-                    others.append(lost)  # listed afresh, for the files it needs from the others
+                why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {lost.cause}"
+                if lost.table_root in run_tables:
+                    run_tables.refuse(lost.table_root, ReasonCode.LOG_VANISHED, f"{why}; vacuum it in the next run")
+                    targets = [t for t in targets if t.root != lost.table_root]
+                    others.append(lost.table_root)  # listed afresh, for the files it needs from the others
                 else:
-                    others.remove(lost)
-                    vanished[lost] = why
+                    others.remove(lost.table_root)
+                    vanished[lost.table_root] = why
+                continue
+            except BaseException:
+                replay.release()
+                raise
+            run.report.references_unknown = {root: why for root, why in (*references.unknown.items(), *vanished.items())}
+            return replay, plan
 
     def _read_other_logs(self, roots: list[TableRoot]) -> Replay | None:
         """The summaries of the lake's other Delta tables: for the files they need from the run's tables."""
@@ -576,8 +578,7 @@ def _with_versions(candidates: DataFrame, all_versions: DataFrame, purge: bool) 
     (delete markers included: ``version_ids``, deleted for good instead)."""
     listed = all_versions.where(F.col("version_id").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "version_id", "modificationTime",
-        (F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
-        .alias("current"))
+        is_current().alias("current"))
     versions = listed.groupBy("path").agg(
         F.max_by(F.when(F.col("current"), F.col("version_id")), F.struct("current", "modificationTime"))
         .alias("version_id"),
@@ -610,19 +611,6 @@ def _nothing_to_vacuum(tables: Tables, roots: list[TableRoot]) -> str:
     shown = ", ".join(roots[:5]) + (f" and {len(roots) - 5} more" if len(roots) > 5 else "")
     return (f"{patterns}{' with exclude ' + excluded if excluded else ''} matches none of the {len(roots)} Delta table(s) "
             f"the inventory shows: {shown} (patterns match whole table URIs: start them with * or the scheme)")
-
-
-def _table_of_vanished_log_file(error: Exception, roots: list[TableRoot]) -> TableRoot | None:
-    """The table whose ``_delta_log/`` file is gone, by the path ``error`` names; None for any other error."""
-    if not is_missing_file(error):
-        return None
-    text = str(error)
-    spellings = (text, unquote(text))
-    for root in roots:
-        folder = root.split(":", 1)[1].lstrip("/") + "/_delta_log/"  # whatever the scheme's spelling
-        if any(folder in spelled for spelled in spellings):
-            return root
-    return None
 
 
 class RunRefused(HousekeepingError):

@@ -61,6 +61,7 @@ from lakeio import uris
 from lakeio.audit import AuditAction
 from lakeio.cli import LOG_FORMAT
 from lakeio.delete_if_present import ABSENT, EVERY_ETAG
+from lakeio.errors import InvalidOption
 from lakeio.object_lock import GOVERNANCE, Lock
 from lakeio.shapes import CANDIDATES, OUTCOMES
 from lakeio.storage import Storage
@@ -104,15 +105,15 @@ class DeleteSettings:
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
-            raise ValueError("batch_size must be between 1 and 1000")
+            raise InvalidOption("batch_size must be between 1 and 1000")
         if not self.prefix_keys_per_second > 0:
-            raise ValueError("prefix_keys_per_second must be > 0")
+            raise InvalidOption("prefix_keys_per_second must be > 0")
         if self.keys_per_second is not None and not self.keys_per_second > 0:
-            raise ValueError("keys_per_second must be > 0")
+            raise InvalidOption("keys_per_second must be > 0")
         if self.prefixes_at_once < 1:
-            raise ValueError("prefixes_at_once must be >= 1")
+            raise InvalidOption("prefixes_at_once must be >= 1")
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
+            raise InvalidOption("max_attempts must be >= 1")
 
 
 @dataclass(frozen=True)

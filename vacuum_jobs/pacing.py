@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from lakeio.errors import InvalidOption
+
 DECREASE = 0.7  # of the pace, on a SlowDown
 GROWTH = 0.01  # of the pace, per request answered without one: back from a cut in 36 requests
 SLOWEST = 1.0  # keys per second: a pace never goes below it
@@ -29,7 +31,7 @@ class Pace:
 
     def __init__(self, keys_per_second: float, sleep: Callable[[float], None] = time.sleep):
         if not keys_per_second > 0:
-            raise ValueError("keys_per_second must be > 0")
+            raise InvalidOption("keys_per_second must be > 0")
         self.keys_per_second = keys_per_second
         self._sleep = sleep
         self._free_at = 0.0

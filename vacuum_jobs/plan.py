@@ -21,6 +21,7 @@ from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
+from lakeio.inventory import is_current, is_noncurrent
 from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
 from lakeio.tasks import by_key, small_shuffles
 from lakeio.uris import TableRoot
@@ -127,12 +128,12 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.when(data, F.col("modification_time")).alias("log_written"), F.when(data, F.col("inside")).alias("log_inside"),
         F.when(data, live & (F.col("modification_time") < as_of_ms) & F.col("inside")).alias("log_old_live"),
         F.when(data, F.col("problem")).alias("problem"))
-    current = (F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False)))
+    current = is_current()
     # The newest row of the path wins (by modification time, as Delta's own inventory vacuum), a
     # current version a tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
     newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
     # A version a delete marker (or a newer version) hides: bytes the bucket keeps, never a candidate.
-    noncurrent = ~F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
+    noncurrent = is_noncurrent()
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
         current.alias("current"), newest.alias("newest"),

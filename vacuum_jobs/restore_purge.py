@@ -52,7 +52,7 @@ from lakeio.delta_read import TableNotFound
 from lakeio.delta_write import BeforeCommit, IncompatibleTable
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.replay import TableState, read_logs
-from lakeio.errors import HousekeepingError
+from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.inventory import current_objects, inventory_snapshot
 from lakeio.put_if_absent import PutIfAbsentUnproven
 from lakeio.shapes import OUTCOMES, local_frame
@@ -249,7 +249,7 @@ class Undo:
     @one_run
     def purge(self, older_than_days: float) -> UndoReport:
         if not older_than_days >= 0:
-            raise ValueError("older_than_days must be >= 0")
+            raise InvalidOption("older_than_days must be >= 0")
         now_ms, audit = self._start()
         before_ms = cutoff_ms(now_ms, older_than_days * 24)
         restorable = self._in_scope(audit.where(

@@ -16,9 +16,11 @@ only fails its own table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
+from urllib.parse import unquote
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -37,8 +39,9 @@ from lakeio import uris
 from lakeio.deltalog.keep import dv_relative_path_col
 from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
+from lakeio.errors import HousekeepingError
 from lakeio.shapes import FILE_ACTIONS, local_frame, without_tables
-from lakeio.spark import TASK_FAILURE_LOGGERS, quiet_logs
+from lakeio.spark import TASK_FAILURE_LOGGERS, is_missing_file, quiet_logs
 from lakeio.storage import Storage
 from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
 from lakeio.text import first_line
@@ -504,3 +507,31 @@ def unresolvable(files: DataFrame) -> dict[TableRoot, str]:
         row["table_root"]: f"{row['n']} action(s) name a file that cannot be resolved, e.g. {row['problem']}"
         for row in counted.where(F.col("n") > 0).collect()
     }
+
+
+class LogFileVanished(HousekeepingError):
+    """A file of ``table_root``'s log, read once already, was gone when a later job read it again
+    (a writer's log cleanup): that table's log must be read afresh."""
+
+    def __init__(self, table_root: TableRoot, cause: str):
+        super().__init__(f"a file of {table_root}'s log vanished: {cause}")
+        self.table_root, self.cause = table_root, cause
+
+
+@contextmanager
+def naming_vanished_logs(roots: Sequence[TableRoot]) -> Iterator[None]:
+    """Inside, a Spark job that fails for a file gone from one of ``roots``' ``_delta_log/`` raises
+    :class:`LogFileVanished` naming that table; any other error passes as it is. Spark says which file
+    only in its message (told apart from other errors by its class: lakeio.spark.is_missing_file)."""
+    try:
+        yield
+    except Exception as error:
+        if not is_missing_file(error):
+            raise
+        text = str(error)
+        spellings = (text, unquote(text))
+        for root in roots:
+            folder = root.split(":", 1)[1].lstrip("/") + "/_delta_log/"  # whatever the scheme's spelling
+            if any(folder in spelled for spelled in spellings):
+                raise LogFileVanished(root, first_line(error)) from error
+        raise
