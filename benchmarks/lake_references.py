@@ -26,7 +26,8 @@ from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.deltalog.references import References
 from lakeio.spark import get_spark
 from lakeio.times import epoch_ms
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.targets import as_targets
 
 CLONED_FILES = 100

@@ -40,7 +40,8 @@ from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.charges import Chargeback, ChargebackOptions
 from lakeio.spark import get_spark
 from lakeio.times import epoch_ms
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.targets import as_targets
 
 DAY_MS = 86_400_000

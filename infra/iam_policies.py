@@ -96,8 +96,8 @@ def kms_region(arn: str) -> str:
     found = re.fullmatch(r"arn:aws:kms:([\w-]+|\$\{AWS::Region\}):(\d{12}|\$\{AWS::AccountId\}):key/[^\s/]+", arn)
     if found is None:
         raise InvalidOption(f"{arn}: expected a KMS key's ARN, arn:aws:kms:<region>:<account>:key/<key id> (a policy "
-                         "cannot name a key by its alias; the policies are written for the aws partition, not "
-                         "aws-cn or aws-us-gov)")
+                            "cannot name a key by its alias; the policies are written for the aws partition, not "
+                            "aws-cn or aws-us-gov)")
     return found.group(1)
 
 

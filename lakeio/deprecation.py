@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Any] | type)
 Renamed = str | tuple[str, Callable[[Any], Any]]  # the new keyword, or it and how an old value converts
 
 
@@ -24,9 +24,14 @@ def not_(value: Any) -> bool:
 
 
 def renamed_keywords(**old_to_new: Renamed) -> Callable[[F], F]:
-    """Accept each old keyword as its new one (converted where a tuple says how), with a warning."""
+    """Accept each old keyword as its new one (converted where a tuple says how), with a warning: of a
+    function, or of a class's constructor (decorating the class, above ``@dataclass``)."""
 
     def wrap(func: F) -> F:
+        if isinstance(func, type):
+            func.__init__ = wrap(func.__init__)  # type: ignore[misc]
+            return func
+
         @functools.wraps(func)
         def call(*args: Any, **kwargs: Any) -> Any:
             called = func.__qualname__.removesuffix(".__init__")

@@ -35,6 +35,7 @@ from lakeio.storage import Storage
 from tests.histories import clones, debris, spellings, steps, write_clone, write_history
 from vacuum_jobs.plan import plan_tables
 from vacuum_jobs.recheck import recheck_logs
+from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
 
 pytestmark = pytest.mark.slow  # generated histories, each planned on Spark
 
@@ -121,6 +122,7 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
                      "partitionValues": {}}}) + "\n")
     recheck = recheck_logs(spark, Storage(spark), {str(root): len(commits) - 1})
     assert not recheck.refused
-    deletable = {r["path"] for r in recheck.without_referenced(plan.candidates).collect()}
+    rechecked = VacuumPlan.of({root_uri: Decision.VACUUM}, plan.candidates).without(files=recheck.referenced)
+    deletable = {path for path, _ in rechecked.files()[root_uri]}
     replay.release()
     assert deletable == expected - set(readded)

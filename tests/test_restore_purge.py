@@ -30,13 +30,14 @@ from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, appe
 from lakeio.delta_write import write_delta
 from lakeio.inventory import inventory_snapshot
 from lakeio.shapes import OUTCOMES
+from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, vacuum
 from tests.test_erasure_versions import _listing
-from vacuum_jobs.batch_vacuum import _with_versions
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings, delete_planned
 from vacuum_jobs.report import RunReport, TableReport, write_audit
 from vacuum_jobs.restore_purge import Undo, UndoOptions, purge, restore
+from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
 
 pytestmark = pytest.mark.slow  # Spark jobs, an inventory ingested, a dozen S3 round trips
 DAY_MS = 24 * 3600 * 1000
@@ -79,7 +80,8 @@ def _vacuum_s3(spark, audit: str, inventory: str, tables: list[str], options: di
             if f"{table}/{name}" not in done:
                 rows.append((table, f"{table}/{name}", None, 0))
     candidates = spark.createDataFrame(rows, "table_root string, path string, length long, modificationTime long")
-    targets = _with_versions(candidates, inventory_snapshot(spark, inventory).rows, purge=False)
+    targets = VacuumPlan.of({TableRoot(t): Decision.VACUUM for t in tables}, candidates).with_versions(
+        inventory_snapshot(spark, inventory).rows, purge=False).targets
     # the tests' moto honours conditional deletes (tests.aws_s3): said here, as no audit table on S3 proves it
     outcomes = delete_planned(spark, targets, DeleteSettings(endpoint_url=endpoint, if_present=True),
                               run_id).localCheckpoint(eager=True)

@@ -40,9 +40,10 @@ from tests.conftest import JARS
 from tests.lakes import now_ms, ours, vacuum
 from tests.s3_faults import s3a_settings
 from tests.test_erasure_versions import _listing
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.restore_purge import purge, restore
 
 pytestmark = [pytest.mark.s3a, pytest.mark.slow]

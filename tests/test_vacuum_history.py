@@ -21,7 +21,7 @@ from lakeio.deltalog.replay import TableState
 from lakeio.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
 from tests.s3_faults import FaultyS3
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.cli import main
 from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
 from vacuum_jobs.history import (
@@ -38,6 +38,7 @@ from vacuum_jobs.history import (
     history_writer,
     start_commit,
 )
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import NOT_RECORDED, ReasonCode
 from vacuum_jobs.targets import TableTarget, TargetsError, from_file
 

@@ -22,7 +22,8 @@ from deltalake import DeltaTable, write_deltalake
 from lakeio.audit import read_audit, verify_chain
 from lakeio.steps import Step
 from tests.lakes import inventory_of, now_ms, vacuum
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
+from vacuum_jobs.options import VacuumOptions
 
 pytestmark = pytest.mark.slow  # whole vacuum runs, two at once
 

@@ -20,12 +20,15 @@ from deltalake import DeltaTable, write_deltalake
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.steps import Step
+from lakeio.uris import TableRoot
 from tests.feature_lake import copy_table
 from tests.lakes import by_table, inventory_of
 from tests.report_schemas import assert_matches_schema
-from vacuum_jobs.batch_vacuum import BatchVacuum, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.cli import main
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode
+from vacuum_jobs.vacuum_plan import Decision
 
 pytestmark = pytest.mark.slow  # whole vacuum runs over lakes of traps
 
@@ -259,3 +262,43 @@ def test_a_log_file_cleaned_up_while_the_run_plans_refuses_only_its_own_table(sp
     audited = DeltaTable(str(tmp_path / "audit")).to_pyarrow_table().to_pylist()
     assert {(r["table_root"].rsplit("/", 1)[1], r["action"]) for r in audited if r["path"] is not None} == {
         ("other", "would_delete")}
+
+
+def test_the_plan_a_dry_run_reports_is_the_plan_the_run_deletes_less_what_the_recheck_takes(spark, tmp_path):
+    """Two tables, the same inventory and clock: a dry run, then the real run, during whose re-check a
+    RESTORE re-adds one of ``t``'s candidates. What the real run deleted is its plan; its plan is the dry
+    run's, less that file; ``u``, which nobody touched, deletes what its dry run named."""
+    tables = {}
+    for name in ("t", "u"):
+        table = tables[name] = _table(tmp_path / "lake" / name, 2)
+        _orphan(table)
+    original_add = next(json.loads(line) for line in _log(tables["t"], 0).read_text().splitlines() if '"add"' in line)
+    _commit(tables["t"], [{"remove": {"path": original_add["add"]["path"], "deletionTimestamp": int(OLD * 1000),
+                                      "dataChange": True}}])
+    for path in (tmp_path / "lake").rglob("*.parquet"):
+        os.utime(path, (OLD, OLD))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    targets = [str(tables["t"]), str(tables["u"])]
+
+    dry = BatchVacuum(spark, VacuumOptions(str(inventory), now_ms=now_ms)).execute(targets)
+
+    def restore_before_the_recheck(step: str) -> None:
+        if step == Step.RECHECKING:
+            _commit(tables["t"], [original_add])
+
+    real = BatchVacuum(spark, VacuumOptions(str(inventory), dry_run=False, now_ms=now_ms),
+                       on_step=restore_before_the_recheck).execute(targets)
+
+    assert dry.plan is not None and real.plan is not None
+    assert set(dry.plan.decisions.values()) == {Decision.DRY_RUN} and set(real.plan.decisions.values()) == {Decision.VACUUM}
+    readded = f"file://{tables['t']}/{original_add['add']['path']}"
+    planned, executed = dry.plan.files(), real.plan.files()
+    assert readded in {path for path, _ in planned[TableRoot(f"file://{tables['t']}")]}
+    assert executed == {root: [f for f in files if f[0] != readded] for root, files in planned.items()}
+    # What the dry run named is its plan; what the real run deleted is its own.
+    def acted(report, action):
+        return sorted((r["table_root"], r["path"]) for r in report.outcomes.where(f"action = '{action}'").collect())
+
+    assert acted(dry, "would_delete") == sorted((root, path) for root, files in planned.items() for path, _ in files)
+    assert acted(real, "deleted") == sorted((root, path) for root, files in executed.items() for path, _ in files)

@@ -7,14 +7,16 @@ deletes on versioned S3 buckets, or erase them for good (dry runs too, unless to
 
 from lakeio.audit import AuditAction, TableStatus
 from lakeio.errors import HousekeepingError
-from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, VacuumOptions, vacuum
+from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, vacuum
 from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode, RunReport, TableCounts, TableReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore
 from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError
+from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
 
 __all__ = [
-    "AuditAction", "BatchVacuum", "Database", "DeleteSettings", "Discover", "HousekeepingError", "ReasonCode",
+    "AuditAction", "BatchVacuum", "Database", "Decision", "DeleteSettings", "Discover", "HousekeepingError", "ReasonCode",
     "RunRefused", "RunReport", "TableCounts", "TableReport", "TableStatus", "TableTarget", "TargetsError", "Undo", "UndoCommand",
-    "UndoError", "UndoOptions", "UndoReport", "VacuumOptions", "purge", "restore", "vacuum",
+    "UndoError", "UndoOptions", "UndoReport", "VacuumOptions", "VacuumPlan", "purge", "restore", "vacuum",
 ]

@@ -40,9 +40,10 @@ from lakeio.deprecation import warn_old_flags
 from lakeio.storage import Storage
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
-from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, Tables, VacuumOptions
+from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, Tables
 from vacuum_jobs.deleter import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
+from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode, RunReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 

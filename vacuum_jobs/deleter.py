@@ -177,8 +177,8 @@ def where_reachable(spark: SparkSession, rows: DataFrame, schema: StructType,
     through Hadoop (``on_driver``), which Python executors cannot reach. Each table's rows go to one
     task, which paces its prefix; ``spread``: an even share of the rows to every task instead (a
     run-wide cap, of which each task keeps to its share). Rows go to the tasks and back in Arrow
-    batches, as dicts to ``per_task``: unpickling 100,000 rows and checking them against ``schema`` one
-    by one took a twentieth of a run's deletes (benchmarks.delete_pacing, 50 tables, unthrottled)."""
+    batches, as dicts to ``per_task``: unpickled and checked against ``schema`` one by one, the rows
+    cost a twentieth of a run's deletes (benchmarks.delete_pacing: benchmarks/RESULTS.md)."""
     scheme = F.regexp_extract("path", r"^([a-z0-9+.\-]*):", 1)
     slices = max(1, spark.sparkContext.defaultParallelism)
     reachable = rows.where(scheme.isin(*EXECUTOR_SCHEMES))
@@ -418,8 +418,8 @@ class S3BatchDeleter:
     def _delete_prefix(self, bucket: str, entries: list[tuple[dict[str, Any], Target]]) -> Iterator[Outcome]:
         """One table's keys, at its own pace. Entries of one target (its versions) may span batches; a
         target fails if any entry fails. Tallies are kept by the target's identity (``entries`` holds every
-        target for the whole call): hashing a target's seven fields several times a key was most of the
-        quarter of this class's own CPU per key that went with it (0.38 against 0.28 s for 50,000 keys)."""
+        target for the whole call): hashing a target's seven fields several times a key cost about a
+        quarter of this class's own CPU per key (benchmarks/RESULTS.md)."""
         pace = PrefixPace(self.settings.prefix_keys_per_second, self.sleep)
         errors: dict[int, str] = {}
         markers: dict[int, str] = {}

@@ -7,7 +7,7 @@ fixed pace for the run is too slow across many tables and too fast for one hot p
 prefix starts at S3's documented rate; a ``SlowDown`` cuts it to :data:`DECREASE` of itself, and
 each request answered without one raises it by :data:`GROWTH` (CUBIC's decrease factor, and a
 growth slow enough that a settled prefix is throttled about once in the 36 requests it takes to grow
-back: 1 of 51 in benchmarks.delete_pacing, where 1.5 % a request threw 3 of 52, above one in twenty). A
+back, where a faster one is throttled above one in twenty: benchmarks/RESULTS.md has the figures). A
 request never asks more keys than a second of its prefix's pace, so a slowed prefix sends smaller
 batches rather than bursts S3 refuses.
 """
@@ -50,7 +50,7 @@ class Pace:
         """``keys`` a request asked and the store refused whole (``SlowDown``: none deleted): their time goes
         to the next request. Kept, it would send the retry at the next step of this pace, in step with
         whatever made the store refuse: two tasks sharing a capped run's prefix stayed in step for minutes,
-        one refused each time (benchmarks.delete_pacing, run-wide cap over one table: 108 s against 34 s)."""
+        one refused each time (measured by benchmarks.delete_pacing: benchmarks/RESULTS.md)."""
         with self._lock:
             self._free_at -= keys / self.keys_per_second
 

@@ -33,12 +33,6 @@ class Recheck:
     refused: dict[TableRoot, str] = field(default_factory=dict)  # why it must not delete now
     referenced: DataFrame | None = None  # (table_root, path) of every file the new commits name
 
-    def without_referenced(self, candidates: DataFrame) -> DataFrame:
-        """``candidates`` (table_root, path, ...) minus the files the new commits name."""
-        if self.referenced is None:
-            return candidates
-        return candidates.join(self.referenced, ["table_root", "path"], "left_anti")
-
 
 def recheck_logs(spark: SparkSession, storage: Storage, planned: dict[str, int]) -> Recheck:
     """``planned`` maps each table root (as given to the log listing) to the version it was planned at."""

@@ -17,6 +17,7 @@ from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, app
 from lakeio.delta_write import BeforeCommit
 from lakeio.text import StrEnum, human_bytes, shorten
 from lakeio.uris import TableRoot
+from vacuum_jobs.vacuum_plan import VacuumPlan
 
 
 @dataclass
@@ -211,6 +212,9 @@ class RunReport:
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
     # it again never deletes. None when nothing was planned.
     outcomes: DataFrame | None = field(default=None, repr=False, compare=False)
+    # What the run acted on: each table it deleted in or dry-ran, and the files (vacuum_plan.VacuumPlan),
+    # as the deletes took them; None when it planned nothing.
+    plan: VacuumPlan | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -231,7 +235,7 @@ class RunReport:
         return totals
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "outcomes"}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan")}
         doc["tables"] = [asdict(t) for t in self.tables]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)
         doc["totals"] = self.totals()

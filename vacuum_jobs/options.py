@@ -1,0 +1,44 @@
+"""How a vacuum run vacuums: :class:`VacuumOptions`, checked wherever they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+from lakeio import uris
+from lakeio.deprecation import Renamed, not_, renamed_keywords
+from lakeio.errors import InvalidOption
+from vacuum_jobs.deleter import DeleteSettings
+
+# The options' old names, taken for one release (lakeio.deprecation).
+OLD_NAMES: dict[str, Renamed] = {"retain_hours": "retention_hours",
+                                 "force_retention": ("enforce_retention_duration", not_)}
+
+
+@renamed_keywords(**OLD_NAMES)
+@dataclass
+class VacuumOptions:
+    """How a run vacuums; invalid values raise InvalidOption (a ValueError) here, whoever builds them."""
+
+    inventory_table: str
+    inventory_date: date | None = None  # default: the newest the table holds
+    max_inventory_age_hours: float = 72.0
+    retention_hours: float | None = None  # default: each table's delta.deletedFileRetentionDuration
+    enforce_retention_duration: bool = True  # False: a retention shorter than a table's own is allowed
+    dry_run: bool = True  # deleting is said out loud: dry_run=False
+    audit_table: str | None = None
+    min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
+    delete: DeleteSettings = field(default_factory=DeleteSettings)
+    history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
+    now_ms: int | None = None  # for tests; default: the clock at the start of the run
+
+    def __post_init__(self) -> None:
+        if not self.max_inventory_age_hours > 0:
+            raise InvalidOption("max_inventory_age_hours must be > 0")
+        if self.retention_hours is not None and self.retention_hours < 0:
+            raise InvalidOption("retention_hours must be >= 0")
+        if not 0 <= self.min_coverage <= 1:
+            raise InvalidOption("min_coverage must be between 0 and 1")
+        if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":
+            raise InvalidOption("trash cannot be on S3, where a move is a copy: turn on bucket versioning instead "
+                                "(deletes then add delete markers, which restore removes)")

@@ -1,0 +1,207 @@
+"""Job 2's planning: the run's logs read, each table gated, every table planned against the inventory.
+
+One listing of each ``_delta_log/`` and one set of Spark jobs read every log; each table then meets
+the gates (catalog-managed, protocol, retention) under a guard of its own; the lake's other tables
+are read for the files they need; and one pass plans them all (vacuum_jobs.plan). A log file a
+writer's cleanup removes between the read and the plan refuses its table alone (LogFileVanished),
+and the others are read and planned again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from lakeio.deltalog import gates
+from lakeio.deltalog.policy import TablePolicy
+from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
+from lakeio.deltalog.replay import LogFileVanished, Replay, TableState, naming_vanished_logs, read_logs
+from lakeio.inventory import InventorySnapshot
+from lakeio.steps import Step, Steps
+from lakeio.storage import Storage
+from lakeio.text import first_line
+from lakeio.times import cutoff_ms, iso_utc
+from lakeio.uris import TableRoot
+from vacuum_jobs.options import VacuumOptions
+from vacuum_jobs.plan import Plan, plan_tables
+from vacuum_jobs.report import ReasonCode, RunTables
+from vacuum_jobs.targets import TableTarget
+
+# A table the run deletes in, its state and its own retention: where the run decides its history.
+DecideHistory = Callable[[TableTarget, TableState, float], None]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What planning left: the logs read (released by the run once it is done), the plan (None when no
+    table was left to plan), and the lake's tables whose references are unknown, with why."""
+
+    replay: Replay
+    plan: Plan | None
+    references_unknown: dict[TableRoot, str]
+
+
+class Planning:
+    """The logs read, the gates applied and the tables planned for one run (``decide_history``: told each
+    table the run will delete in, as its gates pass it)."""
+
+    def __init__(self, spark: SparkSession, storage: Storage, options: VacuumOptions, progress: Steps,
+                 decide_history: DecideHistory):
+        self.spark, self.storage, self.options, self.progress = spark, storage, options, progress
+        self.decide_history = decide_history
+
+    def read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget], run_tables: RunTables,
+                      all_roots: list[TableRoot], now_ms: int, *, recorded: bool) -> Planned:
+        """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
+        log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
+        one that a writer's log cleanup removed in between refuses its own table, and the others are
+        read and planned again without it (its log is then read afresh for what it needs from them)."""
+        in_run = {t.root for t in targets}
+        lake = sorted(set(all_roots) | in_run)
+        others = [root for root in lake if root not in in_run]
+        vanished: dict[TableRoot, str] = {}
+        while True:
+            replay = self._read_logs(targets, run_tables)
+            policies = self._apply_gates(targets, replay, run_tables, now_ms)
+            if not policies:
+                return Planned(replay, None, {})  # nothing planned: no file of the run is at stake
+            try:
+                with naming_vanished_logs([p.table_root for p in policies] + others):
+                    references = self._references(replay, self._read_other_logs(others), policies, lake, now_ms)
+                    plan = self._plan(inventory, replay, policies, run_tables, lake, references, recorded=recorded)
+            except LogFileVanished as lost:
+                replay.release()
+                why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {lost.cause}"
+                if lost.table_root in run_tables:
+                    run_tables.refuse(lost.table_root, ReasonCode.LOG_VANISHED, f"{why}; vacuum it in the next run")
+                    targets = [t for t in targets if t.root != lost.table_root]
+                    others.append(lost.table_root)  # listed afresh, for the files it needs from the others
+                else:
+                    others.remove(lost.table_root)
+                    vanished[lost.table_root] = why
+                continue
+            except BaseException:
+                replay.release()
+                raise
+            return Planned(replay, plan, {**references.unknown, **vanished})
+
+    def _read_logs(self, targets: list[TableTarget], run_tables: RunTables) -> Replay:
+        """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once. Sets each
+        table's version; refuses a table whose log cannot be read."""
+        self.progress.begin(Step.READING_LOGS, f"reading the logs of {len(targets)} table(s)")
+        replay = read_logs(self.spark, self.storage, [t.uri for t in targets],
+                           check_paths=False,  # the plan checks them in its pass
+                           keep_commits=True)  # the plan reads the actions from the commits the summary parsed
+        for root, version in replay.versions.items():
+            run_tables[root].version = version
+        for root, reason in replay.failures.items():
+            run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
+        return replay
+
+    def _apply_gates(self, targets: list[TableTarget], replay: Replay, run_tables: RunTables,
+                     now_ms: int) -> list[TablePolicy]:
+        """Each table's gates and policy under a guard of its own: a log that parses but says
+        something the protocol does not allow refuses that table alone, with the first line of why."""
+        policies = []
+        for target in targets:
+            state = replay.states.get(target.root)
+            if state is None:
+                continue  # already refused with its reason
+            try:
+                policy = self._gate(target, state, run_tables, now_ms)
+            except Exception as exc:
+                run_tables.refuse(target.root, ReasonCode.LOG_NOT_UNDERSTOOD,
+                                  f"cannot make sense of its log: {first_line(exc)}")
+                continue
+            if policy is not None:
+                policies.append(policy)
+        return policies
+
+    def _gate(self, target: TableTarget, state: TableState, run_tables: RunTables,
+              now_ms: int) -> TablePolicy | None:
+        """The table's policy, or None when a gate skipped or refused it (said in its report)."""
+        root = target.root
+        skip = gates.catalog_managed(state)
+        if skip:
+            run_tables.skip(root, ReasonCode.CATALOG_MANAGED, skip)
+            return None
+        refusal = gates.unknown_protocol(state)
+        if refusal:
+            run_tables.refuse(root, ReasonCode.UNSUPPORTED_PROTOCOL, refusal)
+            return None
+        try:
+            table_hours = gates.table_retention_hours(state)
+        except ValueError as exc:
+            run_tables.refuse(root, ReasonCode.RETENTION_SETTING_INVALID, f"delta.deletedFileRetentionDuration: {exc}")
+            return None
+        hours = next(h for h in (target.retention_hours, self.options.retention_hours, table_hours) if h is not None)
+        if hours < table_hours and self.options.enforce_retention_duration:
+            run_tables.refuse(root, ReasonCode.RETENTION_BELOW_TABLE, f"retention {hours:g} h is shorter than the "
+                              f"table's delta.deletedFileRetentionDuration ({table_hours:g} h), which the run enforces")
+            return None
+        cutoff = cutoff_ms(now_ms, hours)
+        try:
+            policy = TablePolicy.for_state(state, cutoff)
+        except ValueError as exc:
+            run_tables.refuse(root, ReasonCode.LOG_NOT_UNDERSTOOD, str(exc))
+            return None
+        report = run_tables[root]
+        report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
+        report.dry_run = self.options.dry_run or bool(target.dry_run)
+        if not report.dry_run:
+            self.decide_history(target, state, table_hours)
+        return policy
+
+    def _read_other_logs(self, roots: list[TableRoot]) -> Replay | None:
+        """The summaries of the lake's other Delta tables: for the files they need from the run's tables."""
+        if not roots:
+            return None
+        self.progress(f"reading the logs of {len(roots)} other Delta table(s) for the files they reference")
+        return read_logs(self.spark, self.storage, roots, check_paths=False)
+
+    def _references(self, replay: Replay, outside: Replay | None, policies: list[TablePolicy], lake: list[TableRoot],
+                    now_ms: int) -> References:
+        """What each Delta table of the lake needs from another's folder, by its own retention (or the
+        run's, where that keeps more). A table whose references cannot be read is named, not guessed."""
+        cutoffs = retention_cutoffs(replay.states.values(), now_ms)
+        for policy in policies:
+            cutoffs[policy.table_root] = min(cutoffs[policy.table_root], policy.cutoff_ms)
+        references = needed_elsewhere(replay, cutoffs, lake)
+        references.unknown.update({root: f"unreadable log: {why}" for root, why in replay.failures.items()})
+        if outside is not None:
+            references = references.add(
+                needed_elsewhere(outside, retention_cutoffs(outside.states.values(), now_ms), lake, check_paths=True))
+            references.unknown.update({root: f"unreadable log: {why}" for root, why in outside.failures.items()})
+        return references
+
+    def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
+              run_tables: RunTables, lake: list[TableRoot], references: References, *, recorded: bool) -> Plan:
+        """The candidates of every table in one pass (``recorded``: the run has an audit table, which reads
+        them again). Sets each table's counts, coverage, missing files and the tables referencing it;
+        refuses a table whose log rows the plan cannot read."""
+        self.progress.begin(Step.PLANNING, f"planning {len(policies)} table(s) against the inventory")
+        deleting = any(not run_tables[p.table_root].dry_run for p in policies)
+        # Cached where anything reads the plan again (the deletes, the audit), so that no log file
+        # is needed from storage after this.
+        plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
+                           cache=deleting or recorded, log_rows=replay.rows,
+                           references=references.frame)
+        for root, reason in plan.refused.items():
+            run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
+        for root, table_plan in plan.tables.items():
+            report = run_tables[root]
+            report.counts = table_plan.counts
+            report.missing = table_plan.missing
+            report.coverage = table_plan.coverage
+            report.referenced_by = table_plan.referenced_by
+        return plan
+
+    def check_coverage(self, plan: Plan, run_tables: RunTables) -> None:
+        """Refuse tables whose plan cannot be trusted: the inventory does not cover them."""
+        for root, table_plan in plan.tables.items():
+            coverage = table_plan.coverage
+            if coverage is not None and coverage < self.options.min_coverage:
+                run_tables.refuse(root, ReasonCode.INVENTORY_COVERAGE, f"inventory does not cover this table: it lists "
+                                  f"{coverage:.0%} of the {table_plan.old_live_files} live file(s) written before it was taken")
