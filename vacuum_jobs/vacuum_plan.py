@@ -77,7 +77,8 @@ class VacuumPlan:
         return VacuumPlan(self.decisions, self.targets.localCheckpoint(eager=True))
 
     def files(self) -> dict[TableRoot, list[tuple[str, int | None]]]:
-        """Every target, ``(path, length)`` in path order, by table (each decided table, with none too)."""
+        """Every target, ``(path, length)`` in path order, by table (each decided table, with none too),
+        collected on the driver: for a plan one can read (a test, a notebook); ``targets`` is the frame."""
         found: dict[TableRoot, list[tuple[str, int | None]]] = {root: [] for root in self.decisions}
         for row in self.targets.select("table_root", "path", "length").orderBy("table_root", "path").collect():
             found[TableRoot(row["table_root"])].append((row["path"], row["length"]))
