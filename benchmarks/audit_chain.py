@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pyspark.sql import functions as F
 
 from benchmarks.timing import best_in_turn
-from lakeio import audit_chain
-from lakeio.audit import AUDIT_PARTITIONS, read_audit
-from lakeio.delta_write import write_delta
-from lakeio.spark import get_spark
+from lakeio.audit import chain as audit_chain
+from lakeio.audit.contract import AUDIT_PARTITIONS, read_audit
+from lakeio.spark.session import get_spark
+from lakeio.tables.write import write_delta
 
 
 def run(rows_of_run: int = 500_000, repeat: int = 3) -> dict[str, float]:

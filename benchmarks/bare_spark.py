@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio.cli import setup_logging
-from lakeio.delta_read import partition_values, read_delta
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
+from lakeio.tables.read import partition_values, read_delta
 
 
 def bare_spark_candidates(spark: SparkSession, inventory: str, roots: list[str], cutoff_ms: int) -> int:

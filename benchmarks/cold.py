@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lakeio import jvm_archive
 from lakeio.cli import LOG_FORMAT
+from lakeio.spark import jvm_archive
 
 OUTSIDE_THE_RUN = "outside the run: the report, the exit"
 _SESSION_LINE = "spark "
@@ -34,7 +34,7 @@ class ColdRun:
     job_s: float  # that line to the end of the process
     steps_s: dict[str, float]  # the report's step_seconds and OUTSIDE_THE_RUN; none for the bare program
     candidates: int
-    jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.jvm_archive)
+    jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.spark.jvm_archive)
     output: str = ""  # what the program printed
 
 
@@ -72,7 +72,7 @@ def run_module(module_args: list[str], shuffle_partitions: int, jars: str | None
 @dataclass(frozen=True)
 class _Fresh:
     launched: float
-    session_at: float  # the session's first log line (lakeio.spark.get_spark)
+    session_at: float  # the session's first log line (lakeio.spark.session.get_spark)
     ended: float
     stdout: str
     archive: bool

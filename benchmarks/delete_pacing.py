@@ -33,9 +33,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.timing import best_in_turn
-from lakeio.audit import AuditAction
-from lakeio.spark import get_spark
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, delete_planned
+from lakeio.audit.contract import AuditAction
+from lakeio.spark.session import get_spark
+from lakeio.store import s3
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings
 
 BUCKET = "bench-deletes"
 LATENCY_S = 0.02
@@ -102,7 +104,7 @@ def run(keys: int = 100_000, rounds: int = 2) -> dict[str, dict[str, Any]]:
     spark = get_spark("benchmarks.delete_pacing", "local[2]")
     figures: dict[str, dict[str, Any]] = {}
     with moto_server() as upstream:
-        S3BatchDeleter.make_client(upstream).create_bucket(Bucket=BUCKET)  # asked for its versioning
+        s3.client(upstream).create_bucket(Bucket=BUCKET)  # asked for its versioning
         for lake in LAKES:
             figures[lake.label] = _compared(spark, lake, keys, rounds, upstream)
     return figures

@@ -47,7 +47,7 @@ from infra import jvm_jars
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.cli import setup_logging
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 from lakeio.times import epoch_ms
 
 SIDES = {

@@ -31,7 +31,7 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
 from lake_reports.erasure_document import ErasureRequest, RequestBatch
 from lake_reports.erasure_evidence import CommitQuestion, ErasureOptions
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 from vacuum_jobs.batch_vacuum import vacuum
 from vacuum_jobs.targets import Discover
 

@@ -32,9 +32,9 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.manifest import parse_manifest
 from inventory_etl.producer import InventoryObject, write_delivery
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, executors_zone, read_report, to_contract
-from lakeio import uris
 from lakeio.inventory import PARTITION_COLUMNS
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
+from lakeio.store import uris
 
 STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "INTELLIGENT_TIERING")
 

@@ -24,7 +24,7 @@ from benchmarks.vacuum_planning import SCHEMA, build_table
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.deltalog.references import References
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 from lakeio.times import epoch_ms
 from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.options import VacuumOptions

@@ -27,7 +27,7 @@ from benchmarks import cold
 from benchmarks.vacuum_planning import DAY_MS, PARTITIONS, SCHEMA, table_roots
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 from lakeio.times import epoch_ms
 
 ADDS_PER_COMMIT = 500_000

@@ -38,7 +38,7 @@ from benchmarks.timing import best_in_turn
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.charges import Chargeback, ChargebackOptions
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 from lakeio.times import epoch_ms
 from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.options import VacuumOptions

@@ -21,7 +21,7 @@ from demo.lake import build_lake, partitioned_deletion_vectors
 from inventory_etl.cli import main as inventory_etl
 from inventory_etl.producer import objects_in_folder, write_delivery
 from lake_reports.cli import main as lake_reports
-from lakeio.spark import delta_jars_present, get_spark
+from lakeio.spark.session import delta_jars_present, get_spark
 from lakeio.text import human_bytes
 from vacuum_jobs.cli import main as vacuum_jobs
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
+from lakeio.store.uris import decode_log_path
 from lakeio.times import epoch_ms
-from lakeio.uris import decode_log_path
 
 DAY_MS = 86_400_000
 

@@ -2,7 +2,7 @@
 
 The workload is the demo in miniature, in a scratch folder: a small lake, its inventory ingested,
 a dry-run vacuum with an audit table, a chargeback, an erasure answer; so the archive holds the classes
-the jobs load. About a minute, once per Java and PySpark install (see lakeio.jvm_archive).
+the jobs load. About a minute, once per Java and PySpark install (see lakeio.spark.jvm_archive).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lakeio import jvm_archive
+from lakeio.spark import jvm_archive
 
 WORKLOAD = ["-m", "demo.warmup", "--workload"]
 
@@ -24,7 +24,7 @@ def workload() -> int:
     from inventory_etl.producer import objects_in_folder, write_delivery
     from lake_reports.charges import Chargeback, ChargebackOptions
     from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
-    from lakeio.spark import get_spark
+    from lakeio.spark.session import get_spark
     from vacuum_jobs.batch_vacuum import vacuum
     from vacuum_jobs.targets import Discover
 

@@ -32,8 +32,8 @@ from xml.sax.saxutils import escape
 
 import pyspark
 
-from lakeio import jvm_archive
 from lakeio.errors import HousekeepingError
+from lakeio.spark import jvm_archive
 
 # The delta-spark artifact made for each Spark line (its PyPI twin names the pyspark it supports).
 # Spark 4.3 has no Delta release yet: there the S3 connector is fetched alone.

@@ -51,7 +51,7 @@ def entry_script(job: str) -> str:
 def build(out: Path) -> dict[str, Path]:
     """Write the archive, the entry scripts and the requirements under ``out``; return their paths."""
     from lakeio import __version__
-    from lakeio.spark import PROJECT_PACKAGES  # here, so that schedulers importing infra.daily need no Spark
+    from lakeio.spark.session import PROJECT_PACKAGES  # here, so that schedulers importing infra.daily need no Spark
 
     out.mkdir(parents=True, exist_ok=True)
     archive = out / f"lake_housekeeping-{__version__}.zip"
@@ -66,7 +66,7 @@ def build(out: Path) -> dict[str, Path]:
         script.write_text(ENTRY.format(package=job))
         built[job] = script
     logging = out / "log4j2.properties"
-    shutil.copyfile(REPO / "lakeio" / "log4j2.properties", logging)
+    shutil.copyfile(REPO / "lakeio" / "spark" / "log4j2.properties", logging)
     built["logging"] = logging
     requirements = out / "requirements.txt"
     requirements.write_text("".join(f"{dep}\n" for dep in runtime_requirements()))

@@ -17,8 +17,6 @@ from pyspark.sql import SparkSession
 from inventory_etl.discovery import LOOKBACK_DAYS, discover
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.migrate import migrate
-from lakeio import uris
-from lakeio.catalog import CatalogError
 from lakeio.cli import (
     add_common_arguments,
     check_report_destination,
@@ -31,7 +29,9 @@ from lakeio.cli import (
 )
 from lakeio.deprecation import warn_old_flags
 from lakeio.inventory import PARTITION_COLUMNS, held_partitions
-from lakeio.storage import Storage
+from lakeio.spark.catalog import CatalogError
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 _BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

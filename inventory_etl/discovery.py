@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from inventory_etl.manifest import DELIVERY_FOLDER
-from lakeio import uris
 from lakeio.errors import InvalidOption
-from lakeio.storage import Storage
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 
 # How many days back from each configuration's newest delivery a run looks for days the table lacks.
 LOOKBACK_DAYS = 7

@@ -6,7 +6,7 @@ verify data files, read reports, validate rows, write. A delivery that fails any
 refused with the file and the problem; the others still go in. Each (inventory_date, bucket,
 config_id) partition holds exactly one delivery, replaced whole only by one at least as new.
 
-The write's commit enforces that last rule itself (see ``lakeio.delta_write``): each partition
+The write's commit enforces that last rule itself (see ``lakeio.tables.write``): each partition
 is claimed with its delivery's time and identity, so two runs committing one partition at once
 conflict, and the loser either goes on top (its delivery is newer) or is refused by name.
 """
@@ -28,9 +28,17 @@ from pyspark.sql.types import StringType, StructField, StructType
 from inventory_etl.manifest import DELIVERY_FOLDER, DeliveryError, Manifest, parse_manifest
 from inventory_etl.reports import PROBLEM, SOURCE_FILE, read_report, to_contract
 from inventory_etl.verify import verify_data_files
-from lakeio import catalog, put_if_absent, uris
-from lakeio.delta_read import TableNotFound, partition_columns, read_delta
-from lakeio.delta_write import (
+from lakeio.errors import InvalidOption
+from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
+from lakeio.spark import catalog
+from lakeio.spark.session import check_workers
+from lakeio.spark.steps import Step, Steps, one_run
+from lakeio.spark.tasks import by_key
+from lakeio.store import put_if_absent, uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.put_if_absent import PutIfAbsentUnproven
+from lakeio.tables.read import TableNotFound, partition_columns, read_delta
+from lakeio.tables.write import (
     BeforeCommit,
     Claim,
     IncompatibleTable,
@@ -41,13 +49,6 @@ from lakeio.delta_write import (
     partition_string,
     write_delta,
 )
-from lakeio.errors import InvalidOption
-from lakeio.inventory import EARLIER_PARTITION_COLUMNS, INVENTORY_SCHEMA, PARTITION_COLUMNS, held_partitions
-from lakeio.put_if_absent import PutIfAbsentUnproven
-from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps, one_run
-from lakeio.storage import Storage
-from lakeio.tasks import by_key
 from lakeio.text import StrEnum, first_line, human_bytes
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,7 @@ class IngestInventory:
 
     def _into_a_table_of_ours(self, manifests: list[Manifest], result: IngestResult) -> list[Manifest]:
         """A target that is not empty and not an inventory table is refused from its log alone, and so is
-        a store that does not put a commit only where none is (lakeio.put_if_absent), before any delivery
+        a store that does not put a commit only where none is (lakeio.store.put_if_absent), before any delivery
         is verified or read."""
         if not manifests:
             return manifests
@@ -600,7 +601,7 @@ def _per_object(accepted: list[_Accepted]) -> DataFrame:
     Nearly every key is distinct, so Spark's map-side partial aggregation would only build (and
     spill) a hash table as large as its input. The rows are shuffled by the hash first (which
     clusters the pair too), into tasks sized by the rows the reports' bytes allow
-    (lakeio.tasks.by_key); in Spark's few tasks by bytes the aggregation spilled (benchmarks/RESULTS.md,
+    (lakeio.spark.tasks.by_key); in Spark's few tasks by bytes the aggregation spilled (benchmarks/RESULTS.md,
     "Ingestion at 10M rows: the validation spilled")."""
     numbered = _union([a.rows.select(F.lit(i).alias("delivery"), F.xxhash64("key", "version_id").alias("object"),
                                      "length", PROBLEM) for i, a in enumerate(accepted)])

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
 from lakeio.inventory import snake_case
+from lakeio.store import uris
 
 FORMATS = ("CSV", "ORC", "Parquet")
 DELIVERY_FOLDER = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})Z$")

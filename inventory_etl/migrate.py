@@ -12,11 +12,11 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
-from lakeio.delta_read import read_delta
-from lakeio.delta_write import WriteResult, write_delta
 from lakeio.errors import InvalidOption
 from lakeio.inventory import INVENTORY_SCHEMA, PARTITION_COLUMNS, one_row_per_object
+from lakeio.store import uris
+from lakeio.tables.read import read_delta
+from lakeio.tables.write import WriteResult, write_delta
 
 
 def migrate(spark: SparkSession, source: str, target: str) -> WriteResult:

@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType, StringType, TimestampType
 
 from inventory_etl.manifest import DeliveryError, Manifest
-from lakeio import uris
 from lakeio.inventory import INVENTORY_SCHEMA, REPORT_FIELDS, REQUIRED_REPORT_FIELDS, snake_case
+from lakeio.store import uris
 from lakeio.text import first_line
 from lakeio.times import hours_ms
 

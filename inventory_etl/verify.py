@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
 
 from inventory_etl.manifest import DeliveryError, Manifest
-from lakeio import uris
-from lakeio.storage import Storage
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 _Measured = tuple[str, int | None, str | None, str | None]  # uri, length, MD5 hex, problem

@@ -2,8 +2,8 @@
 table, and erasure evidence (when a file was physically deleted, and how long it can take).
 
 ``chargeback(spark, inventory_table)``, ``erasure(spark, audit_table, inventory_table)``,
-``erasure_request(spark, commit, request_id, audit_table, inventory_table)`` for one request's
-evidence document, and ``erasure_requests(spark, requests, audit_table, inventory_table)`` for
+``erasure_request(spark, audit_table, inventory_table, commit, request_id)`` for one request's
+evidence document, and ``erasure_requests(spark, audit_table, inventory_table, requests)`` for
 many in one pass.
 """
 

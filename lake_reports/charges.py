@@ -35,7 +35,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
-from lakeio import catalog, uris
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
@@ -50,12 +49,14 @@ from lakeio.inventory import (
     is_delete_marker,
     read_inventory,
 )
-from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps, one_run
-from lakeio.storage import Storage
+from lakeio.spark import catalog
+from lakeio.spark.session import check_workers
+from lakeio.spark.steps import Step, Steps, one_run
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 from lakeio.text import StrEnum, human_bytes, shorten, usd
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
-from lakeio.uris import TableRoot
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,7 @@ from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure_document import ErasureRequest
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
 from lake_reports.prices import PriceError, load_prices
-from lakeio.audit import verify_chain
-from lakeio.catalog import CatalogError, resolve
+from lakeio.audit.contract import verify_chain
 from lakeio.cli import (
     add_common_arguments,
     add_version_argument,
@@ -33,7 +32,8 @@ from lakeio.cli import (
     program,
     report_out,
 )
-from lakeio.delta_read import TableNotFound
+from lakeio.spark.catalog import CatalogError, resolve
+from lakeio.tables.read import TableNotFound
 
 OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.csv", "chargeback_trend.csv",
                 "chargeback.html")

@@ -17,9 +17,9 @@ from datetime import date
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.inventory import is_delete_marker
-from lakeio.shapes import local_frame
+from lakeio.spark.shapes import local_frame
+from lakeio.store import uris
 from lakeio.text import StrEnum
 from lakeio.times import iso_utc
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from lakeio.audit import REMOVED, AuditAction
-from lakeio.object_lock import Lock
+from lakeio.audit.contract import REMOVED, AuditAction
+from lakeio.store.object_lock import Lock
 from lakeio.text import StrEnum, human_bytes
 from lakeio.times import hours_ms, iso_utc
 

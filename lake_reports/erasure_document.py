@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -25,12 +26,12 @@ from lake_reports import copies as lake_copies
 from lake_reports.copies import CopyStatus, EtagKind
 from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, ErasureStatus, FileAnswer, TableErasure
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions, Gathered
-from lakeio import audit_chain
-from lakeio.delta_read import newest_partitions, read_delta
+from lakeio.audit import chain as audit_chain
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.errors import InvalidOption
 from lakeio.inventory import PARTITION_COLUMNS
-from lakeio.steps import one_run
+from lakeio.spark.steps import one_run
+from lakeio.tables.read import newest_partitions, read_delta
 from lakeio.text import StrEnum
 from lakeio.times import hours_ms, iso_utc
 
@@ -151,10 +152,10 @@ class RequestBatch:
 
 def erasure_request(
     spark: SparkSession,
-    commit: CommitQuestion,
-    request_id: str,
     audit_table: str,
     inventory_table: str,
+    commit: CommitQuestion,
+    request_id: str,
     *,
     deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
@@ -164,10 +165,10 @@ def erasure_request(
 
     Args:
         spark: the session to run in.
-        commit: the table and version of the commit that deleted the rows.
-        request_id: the request's own id, written into the document.
         audit_table: the vacuum audit table (a URI or a catalog name).
         inventory_table: the inventory Delta table (its dates since the commit are searched for copies).
+        commit: the table and version of the commit that deleted the rows.
+        request_id: the request's own id, written into the document.
         deadline_days: the deadline, counted from the commit.
         tables: the tables whose vacuums bound the copies; default: every table the newest inventory shows.
         now_ms: the clock, epoch milliseconds (tests); default: now.
@@ -178,15 +179,18 @@ def erasure_request(
     Raises:
         ErasureError: the audit or inventory table cannot be read, or the commit removed nothing or cannot be read.
     """
+    if isinstance(audit_table, CommitQuestion):  # the order before this release: commit, request id, the tables
+        _old_order_warning("erasure_request", "commit, request_id")
+        audit_table, inventory_table, commit, request_id = commit, request_id, audit_table, inventory_table  # type: ignore[assignment]
     options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
     return ErasureRequest(spark, options).document(commit, request_id)
 
 
 def erasure_requests(
     spark: SparkSession,
-    requests: Sequence[tuple[str, CommitQuestion]],
     audit_table: str,
     inventory_table: str,
+    requests: Sequence[tuple[str, CommitQuestion]],
     *,
     deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
@@ -196,8 +200,9 @@ def erasure_requests(
 
     Args:
         spark: the session to run in.
+        audit_table, inventory_table: as :func:`erasure_request`'s.
         requests: (request id, commit) pairs; the ids must be distinct.
-        audit_table, inventory_table, deadline_days, tables, now_ms: as :func:`erasure_request`'s.
+        deadline_days, tables, now_ms: as :func:`erasure_request`'s.
 
     Returns:
         The :class:`RequestBatch`: a document per request, and each request refused (its commit
@@ -206,8 +211,17 @@ def erasure_requests(
     Raises:
         ErasureError: the audit or inventory table cannot be read.
     """
+    if not isinstance(audit_table, str):  # the order before this release: the requests, then the tables
+        _old_order_warning("erasure_requests", "requests")
+        audit_table, inventory_table, requests = inventory_table, requests, audit_table
     options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
     return ErasureRequest(spark, options).documents(requests)
+
+
+def _old_order_warning(function: str, asked: str) -> None:
+    warnings.warn(f"{function}(spark, {asked}, audit_table, inventory_table) is deprecated and goes in the next "
+                  f"release: the tables come first, as in every job, {function}(spark, audit_table, inventory_table, "
+                  f"{asked})", DeprecationWarning, stacklevel=3)
 
 
 class ErasureRequest:

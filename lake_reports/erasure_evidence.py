@@ -61,9 +61,7 @@ from lake_reports.erasure_decision import (
     Versions,
     decide,
 )
-from lakeio import catalog, uris
-from lakeio.audit import DELETING_RUNS, REMOVED, AuditAction, read_audit
-from lakeio.delta_read import TableNotFound
+from lakeio.audit.contract import DELETING_RUNS, REMOVED, AuditAction, read_audit
 from lakeio.deltalog import gates
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.deltalog.ownership import delta_roots
@@ -75,11 +73,14 @@ from lakeio.inventory import (
     current_objects,
     inventory_snapshot,
 )
-from lakeio.object_lock import Lock
-from lakeio.shapes import local_frame, of_tables
-from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps, one_run
-from lakeio.storage import Storage
+from lakeio.spark import catalog
+from lakeio.spark.session import check_workers
+from lakeio.spark.shapes import local_frame, of_tables
+from lakeio.spark.steps import Step, Steps, one_run
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.object_lock import Lock
+from lakeio.tables.read import TableNotFound
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from html import escape
 
 from lake_reports.charges import CATEGORIES, NO_GROWTH, ChargebackResult, TableCharge
-from lakeio import uris
+from lakeio.store import uris
 from lakeio.text import human_bytes, shorten, usd
 
 COLOURS = {

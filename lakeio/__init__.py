@@ -1,4 +1,4 @@
-"""What both jobs share: the Spark session, storage URIs and the Delta write path."""
+"""What the jobs share: the inventory contract, errors, times and text; the audit, Spark, stores and our own tables in their rooms."""
 
 import os
 

@@ -17,12 +17,13 @@ from urllib.parse import urlsplit
 import pyspark
 from pyspark.sql import SparkSession
 
-from lakeio import __version__, uris
-from lakeio import spark as sessions
-from lakeio.delta_write import DeltaStorageError
+from lakeio import __version__
 from lakeio.errors import BadInputFile, HousekeepingError
-from lakeio.spark import PROJECT_PACKAGES, get_spark
-from lakeio.storage import Storage
+from lakeio.spark import session as sessions
+from lakeio.spark.session import PROJECT_PACKAGES, get_spark
+from lakeio.store import s3, uris
+from lakeio.store.filesystem import Storage
+from lakeio.tables.write import DeltaStorageError
 from lakeio.text import first_line
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -158,8 +159,6 @@ def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
     naming the endpoint, where the connector's own retries would take minutes; any answer at all (a refusal,
     no such key) passes: the run says what it means where it meets it. AWS's own endpoints are not asked. The
     question is a HEAD of the table's first commit, which every role that reads the table may ask."""
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import (
         ClientError,
         ConnectionClosedError,
@@ -175,11 +174,11 @@ def check_endpoints(spark: SparkSession, places: list[tuple[str, str]]) -> None:
     s3a = (hadoop.get("fs.s3a.endpoint") or "").strip()
     if s3a and "://" not in s3a:
         s3a = ("http://" if (hadoop.get("fs.s3a.connection.ssl.enabled") or "").lower() == "false" else "https://") + s3a
-    config = Config(connect_timeout=ENDPOINT_SECONDS, read_timeout=ENDPOINT_SECONDS, retries={"total_max_attempts": 2})
     named = (e for e in (s3a, os.environ.get("AWS_ENDPOINT_URL", "").strip()) if e)
     # Hadoop's own default (fs.s3a.endpoint = s3.amazonaws.com on 3.3) and AWS's regional names are AWS's.
     for endpoint in dict.fromkeys(e for e in named if not _AWS_HOST.search(urlsplit(e).hostname or "")):
-        client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        client = s3.client(endpoint, connect_timeout=ENDPOINT_SECONDS, read_timeout=ENDPOINT_SECONDS,
+                           retries={"total_max_attempts": 2})
         try:
             client.head_object(Bucket=bucket, Key=key)
         except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:

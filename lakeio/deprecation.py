@@ -17,7 +17,7 @@ F = TypeVar("F", bound=Callable[..., Any] | type)
 Renamed = str | tuple[str, Callable[[Any], Any]]  # the new keyword, or it and how an old value converts
 
 
-def not_(value: Any) -> bool:
+def opposite(value: Any) -> bool:
     """An old flag whose new spelling says the opposite (``force_retention`` is ``not enforce_...``);
     an old flag left unset (None) was off, so the new one is on."""
     return not value

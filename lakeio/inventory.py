@@ -27,8 +27,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeio.delta_read import TableNotFound, newest_partitions, partitions, read_delta
+from lakeio.deprecation import renamed_keywords
 from lakeio.errors import HousekeepingError
+from lakeio.tables.read import TableNotFound, newest_partitions, partitions, read_delta
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 
 # One partition per delivery unit: each inventory configuration of a bucket is replaced
@@ -169,24 +170,26 @@ class InventorySnapshot:
         return midnight_utc_ms(self.day)
 
 
-def inventory_snapshot(spark: SparkSession, table: str, day: date | None = None,
-                       max_age_hours: float | None = None, now_ms: int | None = None) -> InventorySnapshot:
-    """The inventory of ``day`` (default: the newest date held); :class:`InventoryUnavailable`
-    when there is none, or when it is more than ``max_age_hours`` older than ``now_ms``."""
+@renamed_keywords(table="inventory_table", day="inventory_date", max_age_hours="max_inventory_age_hours")
+def inventory_snapshot(spark: SparkSession, inventory_table: str, inventory_date: date | None = None,
+                       max_inventory_age_hours: float | None = None, now_ms: int | None = None) -> InventorySnapshot:
+    """The inventory of ``inventory_date`` (default: the newest date held), named as the jobs name it;
+    :class:`InventoryUnavailable` when there is none, or when it is more than ``max_inventory_age_hours``
+    older than ``now_ms``."""
     try:
-        version, dates, shared = _delivery_units(table)
+        version, dates, shared = _delivery_units(inventory_table)
     except TableNotFound as exc:
         raise InventoryUnavailable(str(exc)) from None
-    day = day or (max(dates) if dates else None)
+    day = inventory_date or (max(dates) if dates else None)
     if day is None or day not in dates:
-        raise InventoryUnavailable(f"{table}: no inventory for {day or 'any date'}")
-    if max_age_hours is not None and now_ms is not None:
+        raise InventoryUnavailable(f"{inventory_table}: no inventory for {day or 'any date'}")
+    if max_inventory_age_hours is not None and now_ms is not None:
         age_hours = (now_ms - midnight_utc_ms(day)) / MS_PER_HOUR
-        if age_hours > max_age_hours:
+        if age_hours > max_inventory_age_hours:
             raise InventoryUnavailable(f"inventory of {day} is {age_hours:.0f} h old, more than "
-                                       f"--max-inventory-age-hours {max_age_hours:g}")
-    return InventorySnapshot(table, version, day, dates, read_delta(spark, table, {PARTITION_COLUMNS[0]: day},
-                                                                    version=version),
+                                       f"--max-inventory-age-hours {max_inventory_age_hours:g}")
+    return InventorySnapshot(inventory_table, version, day, dates,
+                             read_delta(spark, inventory_table, {PARTITION_COLUMNS[0]: day}, version=version),
                              frozenset(pair for pair in shared if pair[0] == day))
 
 

@@ -161,7 +161,7 @@ def _select_line(config, items) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from lakeio.spark import get_spark
+    from lakeio.spark.session import get_spark
 
     started = os.environ["SPARK_SUBMIT_OPTS"]
     os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM
@@ -189,10 +189,9 @@ def s3_endpoint():
 def s3(spark, s3_endpoint, monkeypatch):
     """Spark's S3 connector (hadoop-aws: tests marked ``s3a``; ``s3://`` mapped to it, as on a cluster outside
     EMR) and the Python clients pointed at moto's server; a boto3 client."""
-    from tests.s3_faults import point_s3a_at
-    from vacuum_jobs.deleter import S3BatchDeleter
+    from tests.s3_faults import point_s3a_at, s3_client
 
     point_s3a_at(spark, s3_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
-    return S3BatchDeleter.make_client(s3_endpoint)
+    return s3_client(s3_endpoint)

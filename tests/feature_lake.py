@@ -33,8 +33,9 @@ import pyspark
 import pytest
 
 from demo.lake import partitioned_deletion_vectors
-from lakeio import jvm_archive, uris
-from lakeio.spark import session_setting
+from lakeio.spark import jvm_archive
+from lakeio.spark.session import session_setting
+from lakeio.store import uris
 from tests.conftest import JARS
 
 HIDDEN_NESTED = "sub/_SUCCESS"  # hidden below the first segment: Delta's inventory mode deletes it, listing keeps it
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     Delta release is built for it (another environment must write it), 1 when they cannot be fetched."""
     argparse.ArgumentParser(prog="python -m tests.feature_lake", description=main.__doc__).parse_args(argv)
     from infra import jvm_jars
-    from lakeio.spark import get_spark
+    from lakeio.spark.session import get_spark
 
     side = jvm_jars.for_installed_pyspark()
     if side.delta is None:

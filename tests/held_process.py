@@ -2,7 +2,7 @@
 
 ``python -m tests.held_process DIR POINT MODULE ARGS...`` runs ``python -m MODULE ARGS`` with one change:
 at POINT the job first writes ``DIR/reached``, then waits until ``DIR/release`` exists. POINT is
-``commit``, the first commit attempt into our own tables (lakeio.delta_write's, after the write has
+``commit``, the first commit attempt into our own tables (lakeio.tables.write's, after the write has
 read the table it commits against), or ``end``, the first put of a VACUUM END into a table's log
 (vacuum_jobs.history). What follows is the real call. A test starts this process, waits for
 ``reached``, lets a second process commit to the same table, then writes ``release``: the
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import lakeio.delta_write as delta_write
+import lakeio.tables.write as delta_write
 from vacuum_jobs.history import END, LogWriter
 
 HOLD_SECONDS = 300

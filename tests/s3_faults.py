@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 PARTIAL_KEYS = 3
@@ -108,6 +109,14 @@ def moto_server(authenticated_after: int | None = None, module: str = "tests.aws
             SERVERS.discard(server.pid)
             server.terminate()
             server.wait(timeout=30)
+
+
+def s3_client(endpoint: str) -> Any:
+    """A boto3 client of the tests' own on ``endpoint``: one attempt per call, so that a fault a test sets
+    up is met, not retried away."""
+    from lakeio.store import s3
+
+    return s3.client(endpoint, retries={"total_max_attempts": 1}, connect_timeout=10)
 
 
 def point_s3a_at(spark, endpoint: str) -> None:

@@ -20,10 +20,10 @@ from pyspark.sql import functions as F
 
 from demo.lake import build_lake
 from lake_reports.cli import main
-from lakeio import audit_chain
-from lakeio.audit import AUDIT_COLUMNS, AUDIT_PARTITIONS, AuditAction, RunTable, append_run, read_audit, verify_chain
-from lakeio.delta_write import write_delta
-from lakeio.shapes import OUTCOMES
+from lakeio.audit import chain as audit_chain
+from lakeio.audit.contract import AUDIT_COLUMNS, AUDIT_PARTITIONS, AuditAction, RunTable, append_run, read_audit, verify_chain
+from lakeio.spark.shapes import OUTCOMES
+from lakeio.tables.write import write_delta
 from tests.lakes import inventory_of, now_ms, vacuum
 
 pytestmark = pytest.mark.slow  # a few dozen small Spark jobs

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeio.audit import verify_chain
+from lakeio.audit.contract import verify_chain
 from lakeio.cli import report_out
-from lakeio.delta_write import BeforeCommit
+from lakeio.tables.write import BeforeCommit
 from tests.lakes import inventory_of, vacuum
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.restore_purge import Undo, UndoError, UndoOptions, purge
 

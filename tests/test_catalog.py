@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeio.catalog import CatalogError, is_name, location
-from lakeio.spark import DELTA_CATALOG, DELTA_EXTENSION
+from lakeio.spark.catalog import CatalogError, is_name, location
+from lakeio.spark.session import DELTA_CATALOG, DELTA_EXTENSION
 from tests.conftest import JARS
 from tests.lakes import inventory_of
 

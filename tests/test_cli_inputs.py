@@ -31,7 +31,7 @@ import vacuum_jobs.cli
 from demo.lake import build_lake
 from lakeio.cli import PLACE_METAVARS
 from tests.lakes import inventory_of, vacuum
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 
 pytestmark = pytest.mark.slow  # a few commands reach Spark before they refuse
 

@@ -12,16 +12,17 @@ import uuid
 
 import pytest
 
-from lakeio.audit import AuditAction
-from lakeio.delete_if_present import why_deletes_cannot_tell
-from tests.s3_faults import FaultyS3, moto_server
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target
+from lakeio.audit.contract import AuditAction
+from lakeio.store.delete_if_present import why_deletes_cannot_tell
+from tests.s3_faults import FaultyS3, moto_server, s3_client
+from vacuum_jobs.deletes import DeleteSettings, Target
+from vacuum_jobs.s3_deletes import S3BatchDeleter
 
 pytestmark = pytest.mark.s3
 
 
 def _bucket(endpoint: str, versioned: bool):
-    client = S3BatchDeleter.make_client(endpoint)
+    client = s3_client(endpoint)
     name = f"b-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=name)
     if versioned:
@@ -73,7 +74,7 @@ def test_a_store_that_honours_the_condition_is_proven_and_one_that_does_not_is_n
     refusing = FaultyS3(s3_endpoint, refuse_delete_conditions=True)
     try:
         why = why_deletes_cannot_tell(f"s3://{bucket}/audit/_unrecorded",
-                                      lambda: S3BatchDeleter.make_client(refusing.endpoint))
+                                      lambda: s3_client(refusing.endpoint))
     finally:
         refusing.close()
     assert why and why.startswith(f"{refusing.endpoint} refused a conditional delete") and "NotImplemented" in why, why

@@ -11,26 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakeio.audit import AuditAction
-from lakeio.storage import Storage
-from tests.s3_faults import FaultyS3
-from vacuum_jobs.deleter import (
-    UNCONFIRMED,
-    DeleteSettings,
-    Listed,
-    S3BatchDeleter,
-    Target,
-    _answered,
-    _final,
-    delete_local,
-    delete_planned,
-    delete_with_hadoop,
-)
+from lakeio.audit.contract import AuditAction
+from lakeio.store.filesystem import Storage
+from tests.s3_faults import FaultyS3, s3_client
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings, Target
+from vacuum_jobs.local_deletes import delete_local, delete_with_hadoop
+from vacuum_jobs.s3_deletes import UNCONFIRMED, DeletedKeys, S3BatchDeleter, _answered, _final
 
 
 @pytest.fixture
 def bucket(s3_endpoint):
-    client = S3BatchDeleter.make_client(s3_endpoint)
+    client = s3_client(s3_endpoint)
     name = f"b-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=name)
     return client, name
@@ -227,7 +219,7 @@ def test_an_entry_counts_as_deleted_only_where_the_answer_lists_it_and_no_error_
     asked = {"Key": key, **({"VersionId": version} if version else {})}
     failed = {pair: {"Code": "AccessDenied", "Message": "refused"} for pair in refused}
     answer = [{"Key": k, **({"VersionId": v} if v else {})} for k, v in listed]
-    error = _answered(asked, failed, Listed.of(answer))
+    error = _answered(asked, failed, DeletedKeys.of(answer))
 
     named_in_error = (key, version) in refused or (key, None) in refused
     listed_for_it = (key, version) in listed or (key, None) in listed or (
@@ -266,7 +258,7 @@ def test_versions_object_lock_keeps_are_refused_by_name_and_governance_is_bypass
     versions is refused while a retention date or a legal hold keeps them. Each refused file names
     its locks; the rest of the batch goes; ``bypass_governance_retention`` erases governance-mode
     versions only, never compliance mode or a legal hold."""
-    client = S3BatchDeleter.make_client(s3_endpoint)
+    client = s3_client(s3_endpoint)
     name = f"lock-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
     until = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=30)

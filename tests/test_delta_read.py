@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeio.delta_read import NeedsDeltaJars, read_delta
+from lakeio.tables.read import NeedsDeltaJars, read_delta
 
 DAYS = [date(2026, 11, 1) + timedelta(days=i) for i in range(4)]
 

@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lake_reports.charges import chargeback
-from lakeio import uris
-from lakeio.spark import session_setting
+from lakeio.spark.session import session_setting
+from lakeio.store import uris
 from tests.conftest import GOLDEN
 from tests.feature_lake import FEATURES, HIDDEN_NESTED, feature_lake
 from tests.histories import clones, debris, spellings, steps, write_clone, write_history

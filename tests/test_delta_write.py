@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakeio.delta_write import Claim, held_claims, partition_folder, write_delta
+from lakeio.tables.write import Claim, held_claims, partition_folder, write_delta
 
 PARTS = ["day", "tag"]
 
@@ -102,14 +102,14 @@ def test_each_run_writes_its_own_folder_and_old_dead_staging_is_cleared(spark, t
 
 def test_a_run_without_deltas_jars_says_deltalake_commits_its_tables(spark):
     """Every run's first line names its engine: here (the jars-free run) no Delta, no S3 connector."""
-    from lakeio.spark import engine_jars
+    from lakeio.spark.session import engine_jars
 
     assert engine_jars() == "no Delta jars; deltalake commits our tables; no S3 connector (s3a://)"
 
 
 @pytest.mark.delta_jars
 def test_a_run_with_deltas_jars_names_them_and_still_says_deltalake_commits(spark):
-    from lakeio.spark import engine_jars
+    from lakeio.spark.session import engine_jars
 
     said = engine_jars()
     assert said.startswith("Delta's jars (delta-spark_") and "; deltalake commits our tables; " in said, said

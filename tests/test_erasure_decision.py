@@ -19,8 +19,8 @@ from lake_reports.erasure_decision import (
     Versions,
     decide,
 )
-from lakeio.audit import AuditAction
-from lakeio.object_lock import Lock
+from lakeio.audit.contract import AuditAction
+from lakeio.store.object_lock import Lock
 from lakeio.times import MS_PER_HOUR
 
 DAY = 24 * MS_PER_HOUR

@@ -27,8 +27,8 @@ from lake_reports.cli import main
 from lake_reports.copies import etag_kind, holder
 from lake_reports.erasure_document import COLOURS, erasure_request, erasure_requests
 from lake_reports.erasure_evidence import CommitQuestion
+from lakeio.store.uris import decode_log_path
 from lakeio.times import epoch_ms
-from lakeio.uris import decode_log_path
 from tests.browser import chromium, headless
 from tests.feature_lake import copy_table
 from tests.lakes import vacuum
@@ -167,10 +167,10 @@ def test_the_document_finds_every_copy_says_what_keeps_the_bytes_and_renders(spa
 
 
 def test_done_on_track_and_deletion_vectors(spark, lake):
-    done = erasure_request(spark, CommitQuestion(str(lake["plain"]), 1), "REQ-1", lake["audit"], lake["inventory"])
+    done = erasure_request(spark, lake["audit"], lake["inventory"], CommitQuestion(str(lake["plain"]), 1), "REQ-1")
     assert [f.status for f in done.removed_files] == ["erased"] and not done.copies
     assert (done.verdict.status, done.verdict.reasons) == ("done", [])
-    pending = erasure_request(spark, CommitQuestion(str(lake["plain"]), lake["plain_after"]), "REQ-2", lake["audit"], lake["inventory"])
+    pending = erasure_request(spark, lake["audit"], lake["inventory"], CommitQuestion(str(lake["plain"]), lake["plain_after"]), "REQ-2")
     assert [f.status for f in pending.removed_files] == ["not_vacuumed_since"]
     assert pending.verdict.status == "on_track" and pending.verdict.expected_by < pending.verdict.deadline
     why = pending.verdict.reasons[0]  # the date is the table's worst case, not the file's time travel alone
@@ -179,7 +179,7 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
     # Version 6 of the deletion-vector table hides a row of a file that is still live; version 2 hid one of a
     # file a later commit removed for good, which, asked eight days on (past the table's retention of seven),
     # waits for a vacuum (never run on that table).
-    vectors = erasure_request(spark, CommitQuestion(str(lake["dv"]), 6), "REQ-3", lake["audit"], lake["inventory"])
+    vectors = erasure_request(spark, lake["audit"], lake["inventory"], CommitQuestion(str(lake["dv"]), 6), "REQ-3")
     assert [(v.rows_hidden, v.status) for v in vectors.deletion_vectors] == [(1, "live_soft_deleted")]
     assert not vectors.removed_files and vectors.verdict.status == "at_risk"
     export = _uri(lake["bucket"] / "exports" / "dv-file-copy.parquet")
@@ -188,7 +188,7 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
         "1 deleted row(s) stay on disk in 1 live file(s) behind deletion vectors until the files are rewritten: "
         f"REORG TABLE delta.`{_uri(lake['dv'])}` APPLY (PURGE), then a vacuum past the retention",
         f"1 cop(ies) outside any table, which no vacuum erases: {export}"]
-    rewritten = erasure_request(spark, CommitQuestion(str(lake["dv"]), 2), "REQ-4", lake["audit"], lake["inventory"],
+    rewritten = erasure_request(spark, lake["audit"], lake["inventory"], CommitQuestion(str(lake["dv"]), 2), "REQ-4",
                                 now_ms=epoch_ms() + 8 * 24 * 3_600_000)
     assert [(v.rows_hidden, v.status) for v in rewritten.deletion_vectors] == [(1, "not_vacuumed_since")]
     assert rewritten.verdict.status == "at_risk" and "no vacuum run has deleted files in this table" in \
@@ -197,20 +197,32 @@ def test_done_on_track_and_deletion_vectors(spark, lake):
         assert_matches_schema(json.loads(doc.to_json()), "erasure-evidence")
 
 
+def test_the_order_before_this_release_still_works_for_one_release_and_says_so(spark, lake):
+    """The tables now come first, as in every job; the old order (the question first) is still taken, warned."""
+    commit, now = CommitQuestion(str(lake["plain"]), 1), epoch_ms()
+    new = erasure_request(spark, lake["audit"], lake["inventory"], commit, "REQ-1", now_ms=now)
+    with pytest.warns(DeprecationWarning, match=r"erasure_request\(spark, audit_table, inventory_table, commit"):
+        old = erasure_request(spark, commit, "REQ-1", lake["audit"], lake["inventory"], now_ms=now)  # type: ignore[arg-type]
+    assert old.to_json() == new.to_json()
+    with pytest.warns(DeprecationWarning, match=r"erasure_requests\(spark, audit_table, inventory_table, requests"):
+        batch = erasure_requests(spark, [("REQ-1", commit)], lake["audit"], lake["inventory"], now_ms=now)  # type: ignore[arg-type]
+    assert [d.to_json() for d in batch.documents] == [new.to_json()]
+
+
 def test_many_requests_in_one_run_get_the_documents_each_gets_alone(spark, lake, tmp_path, capsys):
     """One pass for all: the same documents as one run each, a refused request named, the rest written."""
     now = epoch_ms()
     asked = [("REQ-1", CommitQuestion(str(lake["plain"]), 1)), ("REQ-2", CommitQuestion(str(lake["plain"]), lake["plain_after"])),
              ("REQ-3", CommitQuestion(str(lake["dv"]), 6)), ("REQ-4", CommitQuestion(str(lake["orders"]), 2)),
              ("REQ-5", CommitQuestion(str(lake["plain"]), 0)), ("REQ-6", CommitQuestion(str(lake["plain"]), 99))]
-    batch = erasure_requests(spark, asked, lake["audit"], lake["inventory"], now_ms=now)
+    batch = erasure_requests(spark, lake["audit"], lake["inventory"], asked, now_ms=now)
     assert [d.request_id for d in batch.documents] == ["REQ-1", "REQ-2", "REQ-3", "REQ-4"] and not batch.ok
     assert "commit 0 removed no files" in batch.refused["REQ-5"] and "00000000000000000099.json" in batch.refused["REQ-6"]
     for (request_id, commit), doc in zip(asked, batch.documents):
-        alone = erasure_request(spark, commit, request_id, lake["audit"], lake["inventory"], now_ms=now)
+        alone = erasure_request(spark, lake["audit"], lake["inventory"], commit, request_id, now_ms=now)
         assert doc.to_json() == alone.to_json(), request_id
     with pytest.raises(ValueError, match="distinct: REQ-1"):
-        erasure_requests(spark, asked[:1] * 2, lake["audit"], lake["inventory"])
+        erasure_requests(spark, lake["audit"], lake["inventory"], asked[:1] * 2)
 
     out = tmp_path / "evidence"
     flags = [f for request_id, commit in asked for f in ("--request-id", request_id, "--commit",

@@ -16,9 +16,12 @@ import pytest
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.erasure_evidence import ErasureEvidence, ErasureOptions
-from lakeio.audit import TableStatus
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, delete_planned
-from vacuum_jobs.report import RunReport, TableReport, write_audit
+from lakeio.audit.contract import TableStatus
+from tests.s3_faults import s3_client
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings
+from vacuum_jobs.recording import write_audit
+from vacuum_jobs.report import RunReport, TableReport
 
 pytestmark = pytest.mark.slow  # inventories ingested on Spark
 
@@ -34,7 +37,7 @@ def _listing(client, bucket: str) -> list[InventoryObject]:
 
 
 def test_a_file_whose_versions_remain_is_soft_deleted_not_erased(spark, s3_endpoint, tmp_path):
-    client = S3BatchDeleter.make_client(s3_endpoint)
+    client = s3_client(s3_endpoint)
     bucket = f"v-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})

@@ -31,13 +31,14 @@ from inventory_etl.cli import main as ingest_main
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
 from lake_reports.cli import main as reports_main
-from lakeio.audit import read_audit
+from lakeio.audit.contract import read_audit
 from tests.iam_s3 import iam_s3
-from tests.s3_faults import point_s3a_at, s3a_settings
+from tests.s3_faults import point_s3a_at, s3_client, s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.cli import main as vacuum_main
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, Target
+from vacuum_jobs.deletes import DeleteSettings, Target
 from vacuum_jobs.interrupted import note_intent, run_ended
+from vacuum_jobs.s3_deletes import S3BatchDeleter
 
 KEY = "arn:aws:kms:eu-west-1:123456789012:key/0b1c2d3e-0000-4000-8000-000000000001"
 SCOPES = {
@@ -144,7 +145,7 @@ class Lake:
 
     def __init__(self, spark, server, tmp_path, object_lock: bool = False):
         self.server, self.spark, self.tmp_path = server, spark, tmp_path
-        self.client = S3BatchDeleter.make_client(server.endpoint)
+        self.client = s3_client(server.endpoint)
         tag = uuid.uuid4().hex[:10]
         self.lake, self.ops, self.other, self.deliveries = f"lake-{tag}", f"ops-{tag}", f"other-{tag}", f"dest-{tag}"
         for bucket in (self.lake, self.ops, self.other, self.deliveries):

@@ -159,7 +159,7 @@ def test_cloudformation_templates_lint_clean_and_match_the_command(s3, capsys):
 def test_package_is_what_spark_submit_needs(tmp_path):
     built = build(tmp_path / "dist")
     assert set(built) == {"archive", "requirements", "logging", *JOBS}
-    assert built["logging"].read_text() == (INFRA.parent / "lakeio" / "log4j2.properties").read_text()
+    assert built["logging"].read_text() == (INFRA.parent / "lakeio" / "spark" / "log4j2.properties").read_text()
     for job in JOBS:
         assert built[job].name == entry_script(job)
         compile(built[job].read_text(), str(built[job]), "exec")
@@ -177,7 +177,6 @@ def test_every_entry_point_tells_its_version(job, capsys):
     import pyspark
 
     from lakeio import __version__
-
     with pytest.raises(SystemExit) as done:
         PARSERS[job]().parse_args(["--version"])
     assert done.value.code == 0

@@ -29,7 +29,7 @@ from inventory_etl.discovery import discover
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lakeio.inventory import read_inventory
-from lakeio.storage import Storage
+from lakeio.store.filesystem import Storage
 from tests.syscall_kill import run_killed_at
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses, killed mid-write

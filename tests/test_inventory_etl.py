@@ -11,8 +11,8 @@ from deltalake import DeltaTable
 from inventory_etl.cli import main
 from inventory_etl.discovery import discover
 from inventory_etl.ingestion import IngestInventory
-from lakeio.spark import delta_jars_present
-from lakeio.storage import Storage
+from lakeio.spark.session import delta_jars_present
+from lakeio.store.filesystem import Storage
 from tests.deliveries import (
     AWKWARD_OBJECTS,
     VERSIONED_OBJECTS,
@@ -307,10 +307,10 @@ def test_validation_shuffles_each_row_once_into_tasks_sized_by_the_reports_bytes
     spills) its whole input, and Spark's byte-sized tasks after it hold millions of objects each. A daily
     run's one delivery makes its number a literal, which Spark drops from the grouping: a shuffle keyed by
     it too would be followed by another."""
-    import lakeio.tasks
+    import lakeio.spark.tasks
     from inventory_etl import ingestion
 
-    monkeypatch.setattr(lakeio.tasks, "KEYS_PER_AGGREGATION_TASK", 1)  # one task per row the bytes allow
+    monkeypatch.setattr(lakeio.spark.tasks, "KEYS_PER_AGGREGATION_TASK", 1)  # one task per row the bytes allow
     manifests = [str(deliver(tmp_path / "dest", bucket)) for bucket in buckets]
     job = IngestInventory(spark, str(tmp_path / "inv"))
     result = ingestion.IngestResult(job.inventory_table, [])

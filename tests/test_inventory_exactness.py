@@ -186,9 +186,9 @@ def test_a_target_that_is_not_an_inventory_table_is_refused_untouched(spark, tmp
 
 @pytest.mark.slow
 def test_a_table_of_an_earlier_release_is_copied_into_the_current_layout_once(spark, tmp_path, capsys):
-    from lakeio.delta_read import read_delta
-    from lakeio.delta_write import write_delta
     from lakeio.inventory import EARLIER_PARTITION_COLUMNS
+    from lakeio.tables.read import read_delta
+    from lakeio.tables.write import write_delta
 
     current, earlier, copied = tmp_path / "current", tmp_path / "earlier", tmp_path / "copied"
     ingest(spark, current, [deliver(tmp_path / "dest", "src"), deliver(tmp_path / "dest", "other")])
@@ -433,8 +433,8 @@ def test_only_what_two_configurations_delivered_is_merged_and_the_rest_reads_as_
     (ingestion refuses a delivery that lists an object twice); what they read equals merging every row."""
     from collections import Counter
 
-    from lakeio.delta_read import read_delta
     from lakeio.inventory import inventory_snapshot, one_row_per_object
+    from lakeio.tables.read import read_delta
     from tests.deliveries import DELIVERED, VERSIONED_OBJECTS
 
     current = [o for o in VERSIONED_OBJECTS if o.is_latest and not o.is_delete_marker]
@@ -485,8 +485,7 @@ def test_orc_wall_clocks_read_in_any_zone_are_the_utc_instants_s3_wrote(spark, t
     where ORC's reader maps two wall clocks onto one reading, into the later of them (never older)."""
     from inventory_etl.manifest import parse_manifest
     from inventory_etl.reports import read_report
-    from lakeio import uris
-
+    from lakeio.store import uris
     instants = _wall_clocks_around_transitions(zone)
     objects = [InventoryObject(f"k/{i}", 1, ms) for i, ms in enumerate(instants)]
     manifest = deliver(tmp_path / "dest", "src", objects=objects, fmt="ORC")

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from lakeio import jvm_archive
+from lakeio.spark import jvm_archive
 
 # A workload: a session, one job, then the JVM's exit (which writes the archive). With "kill", the
 # JVM is killed before its exit instead: what a crash or an OOM kill during the dump leaves.
 WORKLOAD = """
 import os, signal, sys
 from pyspark import SparkContext
-from lakeio import jvm_archive
-from lakeio.spark import get_spark
+from lakeio.spark import jvm_archive
+from lakeio.spark.session import get_spark
 spark = get_spark("workload")
 spark.range(10).selectExpr("sum(id)").collect()
 if sys.argv[1] == "kill":
@@ -27,7 +27,7 @@ sys.exit(jvm_archive.exit_jvm(spark))
 # Prints the driver JVM's own arguments, after a job ran, and PYSPARK_SUBMIT_ARGS after the launch.
 PROBE = """
 import os
-from lakeio.spark import get_spark
+from lakeio.spark.session import get_spark
 spark = get_spark("probe")
 assert spark.range(5).count() == 5
 for argument in spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments():

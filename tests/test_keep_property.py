@@ -31,7 +31,7 @@ from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import needed_elsewhere
 from lakeio.deltalog.replay import LogFileVanished, naming_vanished_logs, replay_logs
 from lakeio.deltalog.segments import log_segment
-from lakeio.storage import Storage
+from lakeio.store.filesystem import Storage
 from tests.histories import clones, debris, spellings, steps, write_clone, write_history
 from vacuum_jobs.plan import plan_tables
 from vacuum_jobs.recheck import recheck_logs

@@ -35,14 +35,15 @@ from lake_reports.charges import Chargeback, ChargebackOptions
 from lake_reports.cli import main
 from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
 from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
-from lakeio.shapes import OUTCOMES
+from lakeio.spark.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.browser import chromium, headless
 from tests.conftest import documentation
 from tests.feature_lake import copy_table
 from tests.lakes import now_ms, vacuum
 from tests.report_schemas import assert_matches_schema
-from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.recording import write_audit
+from vacuum_jobs.report import RunReport, TableReport
 
 pytestmark = pytest.mark.slow
 
@@ -238,7 +239,7 @@ def test_chargeback_refuses_bad_input_clearly(spark, lake, tmp_path, capsys):
 
 def test_readme_sql_runs_on_spark(spark, lake):
     """The chargeback SQL docs/chargeback.md shows, run as documented against the inventory table."""
-    from lakeio.delta_read import read_delta
+    from lakeio.tables.read import read_delta
 
     section = documentation().split("### SQL over the inventory table", 1)[1].split("\n## ", 1)[0]
     queries = re.findall(r"```sql\n(.*?)```", section, flags=re.S)

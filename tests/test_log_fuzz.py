@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeio.audit import TableStatus
+from lakeio.audit.contract import TableStatus
 from tests.lakes import by_table, inventory_of, vacuum
 from vacuum_jobs.report import ReasonCode
 

@@ -7,10 +7,10 @@ from urllib.parse import unquote
 import pytest
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.deltalog.paths import UnresolvablePath, is_plain, resolve, with_resolved
 from lakeio.deltalog.segments import log_segments
-from lakeio.storage import Storage
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 
 CASES = [
     # (table root, path as the log spells it, the file it names or None when the table must be refused)

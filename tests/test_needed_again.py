@@ -9,9 +9,9 @@ import math
 
 from lakeio.deltalog.references import EVERY_TOMBSTONE
 from lakeio.deltalog.replay import Replay, TableState
-from lakeio.shapes import FILE_ACTIONS, local_frame
+from lakeio.spark.shapes import FILE_ACTIONS, local_frame
+from lakeio.store.uris import TableRoot
 from lakeio.times import MS_PER_HOUR
-from lakeio.uris import TableRoot
 from vacuum_jobs.needed_again import KeptBecause, RunCutoff, VacuumedTable, needed_again, run_cutoff
 
 STARTED = 1_793_491_200_000  # 2026-11-01T00:00:00Z: the vacuum run

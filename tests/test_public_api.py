@@ -60,6 +60,32 @@ def test_every_option_is_a_named_documented_keyword(function):
     assert "Returns:" in doc and not [name for name in parameters if f"\n    {name}:" not in f"\n{args}"]
 
 
+# Table arguments, in the one order every job takes them (after spark, before what it acts on or asks).
+TABLE_ORDER = ("audit_table", "inventory_table")
+
+
+@pytest.mark.parametrize("function", (*PUBLIC_FUNCTIONS, lake_reports.erasure_requests, inventory_etl.inventory_snapshot),
+                         ids=lambda f: f.__name__)
+def test_the_jobs_speak_one_vocabulary_of_tables_and_durations(function):
+    """The tables come first, audit before inventory; a duration says its unit, hours where Delta counts
+    in hours (a retention, the inventory's age) and days for windows of days; milliseconds only for clocks."""
+    parameters = inspect.signature(function).parameters
+    positional = [n for n, p in parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
+    tables = [n for n in positional if n in TABLE_ORDER]
+    assert positional[:len(tables)] == tables == [n for n in TABLE_ORDER if n in tables]
+    numbers = [n for n, p in parameters.items() if {"int", "float"} & set(str(p.annotation).replace("|", " ").split())]
+    for name in numbers:
+        if any(word in name for word in ("retention", "age_", "older", "keep", "trend", "deadline", "window")):
+            assert name.endswith("_hours" if "retention" in name or "age_" in name else "_days"), name
+        assert not name.endswith(("_seconds", "_minutes")) and (not name.endswith("_ms") or name == "now_ms"), name
+
+
+def test_the_inventory_snapshot_takes_its_old_names_for_one_release(tmp_path):
+    with pytest.warns(DeprecationWarning, match=r"inventory_snapshot\(table=\.\.\.\) is deprecated .* use inventory_table="), \
+            pytest.raises(inventory_etl.InventoryUnavailable, match="no Delta table there"):
+        inventory_etl.inventory_snapshot(None, table=str(tmp_path / "none"))  # type: ignore[arg-type]
+
+
 def test_old_option_names_still_work_for_one_release_and_say_so():
     with pytest.warns(DeprecationWarning, match=r"force_retention=\.\.\.\) is deprecated .* use enforce_retention_duration="), \
             pytest.warns(DeprecationWarning, match=r"retain_hours=\.\.\.\) is deprecated .* use retention_hours="):
@@ -99,9 +125,9 @@ def test_the_layout_page_names_every_module_under_its_folder():
 # writes guard invariants of our code, a keyword given twice is Python's own TypeError, a local delete
 # signals a file already gone to its own handler, and human_bytes marks a line it cannot reach.
 INTERNAL_RAISES = {"lakeio/deltalog/gates.py": {"ValueError"}, "lakeio/deltalog/keep.py": {"ValueError"},
-                   "lakeio/deltalog/policy.py": {"ValueError"}, "lakeio/uris.py": {"ValueError"},
-                   "lakeio/delta_write.py": {"ValueError", "TypeError"}, "lakeio/deprecation.py": {"TypeError"},
-                   "vacuum_jobs/deleter.py": {"FileNotFoundError"}, "lakeio/text.py": {"AssertionError"}}
+                   "lakeio/deltalog/policy.py": {"ValueError"}, "lakeio/store/uris.py": {"ValueError"},
+                   "lakeio/tables/write.py": {"ValueError", "TypeError"}, "lakeio/deprecation.py": {"TypeError"},
+                   "vacuum_jobs/local_deletes.py": {"FileNotFoundError"}, "lakeio/text.py": {"AssertionError"}}
 
 
 def test_no_shipped_module_raises_a_bare_builtin_error_at_its_caller():

@@ -85,7 +85,7 @@ def test_workers_without_the_package_are_named_before_any_job(tmp_path):
                           env={**_plain_env(), "PYSPARK_PYTHON": str(bare / "bin" / "python")})
     assert done.returncode != 0
     error = done.stderr.strip().splitlines()[-1]
-    assert error.startswith("lakeio.spark.WorkerPythonError: Spark's Python workers run "), error
+    assert error.startswith("lakeio.spark.session.WorkerPythonError: Spark's Python workers run "), error
     assert f"{bare}/bin/python (Python " in error and "No module named 'pyarrow'" in error, error  # ours were shipped
     assert f"PYSPARK_PYTHON={sys.executable}" in error
 

@@ -26,16 +26,18 @@ from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import write_delivery
 from lake_reports.erasure_document import erasure_request
 from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
-from lakeio.audit import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
-from lakeio.delta_write import write_delta
+from lakeio.audit.contract import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
 from lakeio.inventory import inventory_snapshot
-from lakeio.shapes import OUTCOMES
-from lakeio.uris import TableRoot
+from lakeio.spark.shapes import OUTCOMES
+from lakeio.store.uris import TableRoot
+from lakeio.tables.write import write_delta
 from tests.lakes import inventory_of, vacuum
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import DeleteSettings, delete_planned
-from vacuum_jobs.report import RunReport, TableReport, write_audit
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings
+from vacuum_jobs.recording import write_audit
+from vacuum_jobs.report import RunReport, TableReport
 from vacuum_jobs.restore_purge import Undo, UndoOptions, purge, restore
 from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
 
@@ -241,7 +243,7 @@ def test_a_purge_erases_every_version_of_the_key_and_the_evidence_waits_for_an_i
     def evidence() -> tuple[dict[str, str], object]:
         options_ = ErasureOptions(audit, inventory, now_ms=_now_ms() + 9 * DAY_MS, tables=[table])
         answers = ErasureEvidence(spark, options_).execute(paths=removed).answers
-        document = erasure_request(spark, CommitQuestion(table, 2), "forget-me", audit, inventory,
+        document = erasure_request(spark, audit, inventory, CommitQuestion(table, 2), "forget-me",
                                    now_ms=options_.now_ms, tables=[table])
         return {a.path: a.status for a in answers}, document
 
@@ -396,7 +398,7 @@ def test_what_object_lock_keeps_is_never_called_erased_and_the_purge_erases_it_o
                .execute(paths=removed).answers}
     assert {a.status for a in answers.values()} == {"locked"}, answers
     assert answers[removed[0]].when.startswith(day) and answers[removed[1]].when is None
-    document = erasure_request(spark, CommitQuestion(table, 2), "forget-me", audit, inventory, tables=[table])
+    document = erasure_request(spark, audit, inventory, CommitQuestion(table, 2), "forget-me", tables=[table])
     assert document.verdict.status == "at_risk"
     assert any(f"erasable from {day}" in r for r in document.verdict.reasons), document.verdict.reasons
     assert any("legal hold is lifted" in r for r in document.verdict.reasons), document.verdict.reasons

@@ -10,7 +10,7 @@ chargeback and the erasure evidence read the same tables. Credentials come from 
 Spark and from ``AWS_ENDPOINT_URL`` for deltalake and boto3. The commands run from their command lines;
 one (``lake_reports erasure``) in a process of its own, set up the same way through
 ``PYSPARK_SUBMIT_ARGS``: a fresh driver finding Delta's jars and the S3 connector in its launch
-settings is lakeio.spark's, the same for every command.
+settings is lakeio.spark.session's, the same for every command.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
 from lake_reports.cli import main as reports_main
 from lake_reports.erasure_evidence import erasure
-from lakeio.audit import read_audit
-from lakeio.spark import delta_jars_present
-from lakeio.steps import Step
+from lakeio.audit.contract import read_audit
+from lakeio.spark.session import delta_jars_present
+from lakeio.spark.steps import Step
 from tests.conftest import JARS
 from tests.lakes import now_ms, ours, vacuum
-from tests.s3_faults import s3a_settings
+from tests.s3_faults import s3_client, s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.cli import main as vacuum_main
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.restore_purge import purge, restore
 
@@ -308,7 +308,7 @@ def test_the_reports_from_their_command_lines_read_the_inventory_and_the_audit_o
 def test_a_log_file_cleaned_up_while_the_run_plans_refuses_its_table_alone_on_the_s3_api(spark, s3, tmp_path):
     """test_vacuum_safety's case over the S3 API: a writer commits, checkpoints and removes its old log
     files between the run's summary read and its plan. What S3A raises for the vanished file is told
-    apart by its class (lakeio.spark.is_missing_file), so that table alone is refused."""
+    apart by its class (lakeio.spark.session.is_missing_file), so that table alone is refused."""
     lake, housekeeping = f"lake-{uuid.uuid4().hex[:10]}", f"hk-{uuid.uuid4().hex[:10]}"
     for bucket in (lake, housekeeping):
         s3.create_bucket(Bucket=bucket)
@@ -425,10 +425,9 @@ def test_where_the_store_ignores_conditional_deletes_no_delete_is_claimed_and_re
     deletes (`deleted_or_absent`, and why), the evidence attributes no erasure to it, and restore leaves a
     key that was gone before the run as it found it, saying so."""
     from tests.s3_faults import moto_server, point_s3a_at
-    from vacuum_jobs.deleter import S3BatchDeleter
 
     with moto_server(module="moto.server") as plain:
-        client = S3BatchDeleter.make_client(plain)
+        client = s3_client(plain)
         point_s3a_at(spark, plain)
         monkeypatch.setenv("AWS_ENDPOINT_URL", plain)
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakeio.shapes import CANDIDATES, FILE_ACTIONS, OUTCOMES, ShapeError, local_frame, of_tables, without_tables
+from lakeio.spark.shapes import CANDIDATES, FILE_ACTIONS, OUTCOMES, ShapeError, local_frame, of_tables, without_tables
 
 
 def test_a_frame_missing_a_column_is_refused_at_the_seam(spark):

@@ -23,12 +23,12 @@ from deltalake import DeltaTable, write_deltalake
 
 from infra.package import build
 from inventory_etl.producer import InventoryObject, objects_in_folder, write_delivery
-from lakeio.spark import LISTING_PARALLELISM
+from lakeio.spark.session import LISTING_PARALLELISM
 
 SPARK_HOME = Path(pyspark.__file__).parent
 ROOT = Path(__file__).resolve().parents[1]
 # spark-submit sends the Python driver's stderr (our log) to its stdout.
-SESSION_LINE = re.compile(r"INFO lakeio\.spark: spark \S+, master (\S+), application (\S+), "
+SESSION_LINE = re.compile(r"INFO lakeio\.spark\.session: spark \S+, master (\S+), application (\S+), "
                           r"(\d+) shuffle partitions, adaptive execution (\w+)")
 
 
@@ -108,7 +108,7 @@ def test_spark_master_is_honoured_under_python_m(launch_args, expected):
     if not launch_args:
         env.pop("PYSPARK_SUBMIT_ARGS")
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    run = subprocess.run([sys.executable, "-c", "from lakeio.spark import _launch_conf; print(_launch_conf().get('spark.master'))"],
+    run = subprocess.run([sys.executable, "-c", "from lakeio.spark.session import _launch_conf; print(_launch_conf().get('spark.master'))"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == expected

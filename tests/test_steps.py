@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeio.steps import JOB_DESCRIPTION, Step, Steps, one_run
+from lakeio.spark.steps import JOB_DESCRIPTION, Step, Steps, one_run
 from tests.lakes import inventory_of, vacuum
 
 

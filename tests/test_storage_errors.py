@@ -25,7 +25,8 @@ from lakeio.text import first_line, storage_advice
 from tests.lakes import inventory_of
 from tests.s3_faults import moto_server
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import DeleteSettings, delete_planned
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings
 
 
 @pytest.mark.slow
@@ -256,7 +257,7 @@ def test_a_commit_beside_a_stale_checksum_is_refused_quietly_in_one_whole_line(s
                           env={**os.environ, "PYSPARK_SUBMIT_ARGS": "--driver-memory 1g pyspark-shell"})
 
     assert done.returncode == 1, done.stderr[-2000:]
-    # Quiet: the run's own lines only (lakeio/log4j2.properties), but the JDK's notice of the incubator module
+    # Quiet: the run's own lines only (lakeio/spark/log4j2.properties), but the JDK's notice of the incubator module
     # Spark 4 loads, which no logging setting reaches.
     theirs = [ln for ln in done.stderr.splitlines() if not OUR_LINE.match(ln)
               and ln != "WARNING: Using incubator modules: jdk.incubator.vector"]

@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.replay import replay_logs
 from lakeio.deltalog.segments import log_segment
-from lakeio.spark import session_setting
-from lakeio.storage import Storage
-from lakeio.tasks import KEYS_PER_AGGREGATION_TASK, SHUFFLE_PARTITIONS, by_key, packed, small_shuffles
+from lakeio.spark.session import session_setting
+from lakeio.spark.tasks import KEYS_PER_AGGREGATION_TASK, SHUFFLE_PARTITIONS, by_key, packed, small_shuffles
+from lakeio.store.filesystem import Storage
 
 
 def test_an_aggregation_runs_in_one_task_per_core_or_per_slice_of_its_rows(spark):

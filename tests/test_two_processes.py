@@ -27,15 +27,15 @@ from deltalake import DeltaTable, write_deltalake
 from inventory_etl.cli import main as ingest_main
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
-from lakeio import audit_journal
-from lakeio.audit import read_audit, verify_chain
-from lakeio.storage import Storage
+from lakeio.audit import journal as audit_journal
+from lakeio.audit.contract import read_audit, verify_chain
+from lakeio.store.filesystem import Storage
 from tests.conftest import JARS
 from tests.lakes import inventory_of, ours, vacuum
 from tests.s3_faults import FaultyS3, s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.cli import main as vacuum_main
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.jars_too]  # whole jobs in processes of their own, with Delta's jars too
 

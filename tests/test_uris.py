@@ -2,7 +2,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from lakeio import uris
+from lakeio.store import uris
 
 
 def test_local_paths_become_file_uris(tmp_path):

@@ -16,14 +16,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from demo.lake import build_lake
-from lakeio import put_if_absent
 from lakeio.deltalog.replay import TableState
-from lakeio.uris import TableRoot
+from lakeio.store import put_if_absent
+from lakeio.store.uris import TableRoot
 from tests.lakes import inventory_of, ours, vacuum
-from tests.s3_faults import FaultyS3
+from tests.s3_faults import FaultyS3, s3_client
 from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.cli import main
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.history import (
     DELTA_RECORDS_ON,
     END,
@@ -165,7 +165,7 @@ def store(request, tmp_path):
         return f"file://{tmp_path}/t", None, LogWriter(lambda: None)
     endpoint = request.getfixturevalue("s3_endpoint")
     request.getfixturevalue("monkeypatch").setenv("AWS_ENDPOINT_URL", endpoint)
-    client = S3BatchDeleter.make_client(endpoint)
+    client = s3_client(endpoint)
     bucket = f"history-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
@@ -294,14 +294,14 @@ def test_end_lands_after_many_commits_by_another_writer_and_reads_every_one_of_t
 def faulty(s3_endpoint):
     """The fault proxy in front of moto's server, a bucket behind it, and the writer a run makes to reach it."""
     proxy = FaultyS3(s3_endpoint)
-    client = S3BatchDeleter.make_client(s3_endpoint)
+    client = s3_client(s3_endpoint)
     bucket = f"history-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     root = f"s3://{bucket}/t"
     write_deltalake(root, pa.table({"id": [1]}), storage_options=options)
-    put_if_absent.prove(f"s3://{bucket}/ours", "the test's", lambda: S3BatchDeleter.make_client(proxy.endpoint))
+    put_if_absent.prove(f"s3://{bucket}/ours", "the test's", lambda: s3_client(proxy.endpoint))
     proxy.puts.clear()  # proven before the test's script: its puts are the commits'
     yield proxy, root, options, history_writer(DeleteSettings(endpoint_url=proxy.endpoint), proof_folder=f"s3://{bucket}/ours")
     proxy.close()
@@ -362,7 +362,7 @@ def test_many_tables_committed_to_at_once_get_every_start_and_end_each_time(s3_e
     thread (made lazily by each, clients could differ in their exception classes, and a missing commit
     file read as an error: 'cannot write its log'). Ten fresh writers in a row, twenty tables each."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    client = S3BatchDeleter.make_client(s3_endpoint)
+    client = s3_client(s3_endpoint)
     bucket = f"history-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}

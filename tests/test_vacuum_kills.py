@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeio.audit import verify_chain
+from lakeio.audit.contract import verify_chain
 from tests.lakes import inventory_of, ours, vacuum
 from tests.syscall_kill import Killed, run_killed_at
 

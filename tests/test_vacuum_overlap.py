@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeio.audit import read_audit, verify_chain
-from lakeio.steps import Step
+from lakeio.audit.contract import read_audit, verify_chain
+from lakeio.spark.steps import Step
 from tests.lakes import inventory_of, now_ms, vacuum
 from vacuum_jobs.batch_vacuum import BatchVacuum
 from vacuum_jobs.options import VacuumOptions

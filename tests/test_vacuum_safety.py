@@ -19,8 +19,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import objects_in_folder, write_delivery
-from lakeio.steps import Step
-from lakeio.uris import TableRoot
+from lakeio.errors import InvalidOption
+from lakeio.spark.steps import Step
+from lakeio.store.uris import TableRoot
 from tests.feature_lake import copy_table
 from tests.lakes import by_table, inventory_of
 from tests.report_schemas import assert_matches_schema
@@ -302,3 +303,49 @@ def test_the_plan_a_dry_run_reports_is_the_plan_the_run_deletes_less_what_the_re
 
     assert acted(dry, "would_delete") == sorted((root, path) for root, files in planned.items() for path, _ in files)
     assert acted(real, "deleted") == sorted((root, path) for root, files in executed.items() for path, _ in files)
+
+
+def test_a_reviewed_plan_bounds_a_later_run_which_reads_and_checks_the_lake_again(spark, tmp_path):
+    """A dry run's plan, reviewed, then handed to a real run three days on. Meanwhile a RESTORE re-added one
+    of ``t``'s reviewed files, and a tombstone of ``t`` has aged past the retention. The run deletes what the
+    review named less the re-added file; the newly due file is kept (not reviewed) and counted; ``w``, not in
+    the review, is skipped untouched. The reviewed plan itself is rows: the commit since does not change it."""
+    tables = {name: _table(tmp_path / "lake" / name, 2) for name in ("t", "u", "w")}
+    for table in tables.values():
+        _orphan(table)
+    adds = [json.loads(line) for v in (0, 1) for line in _log(tables["t"], v).read_text().splitlines() if '"add"' in line]
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    five_days_ago = now_ms - 5 * 86_400_000  # within the 7-day retention now, past it three days on
+    _commit(tables["t"], [{"remove": {"path": adds[0]["add"]["path"], "deletionTimestamp": int(OLD * 1000),
+                                      "dataChange": True}},
+                          {"remove": {"path": adds[1]["add"]["path"], "deletionTimestamp": five_days_ago,
+                                      "dataChange": True}}])
+    for path in (tmp_path / "lake").rglob("*.parquet"):
+        os.utime(path, (OLD, OLD))
+    inventory = inventory_of(spark, tmp_path / "lake", tmp_path)
+    reviewed = BatchVacuum(spark, VacuumOptions(str(inventory), now_ms=now_ms)).execute(
+        [str(tables["t"]), str(tables["u"])]).plan
+    assert reviewed is not None
+    review = reviewed.files()
+    t_root = TableRoot(f"file://{tables['t']}")
+    readded, aged = (f"file://{tables['t']}/{a['add']['path']}" for a in adds)
+    assert readded in {p for p, _ in review[t_root]} and aged not in {p for p, _ in review[t_root]}
+    _commit(tables["t"], [adds[0]])  # a RESTORE re-adds a reviewed file
+
+    assert reviewed.files() == review  # the plan is its rows, not a query run again over the changed log
+    three_days_on = now_ms + 3 * 86_400_000
+    later = VacuumOptions(str(inventory), dry_run=False, now_ms=three_days_on, max_inventory_age_hours=24 * 30)
+    with pytest.raises(InvalidOption, match="VacuumPlan"):
+        BatchVacuum(spark, later).execute([str(tables["t"])], plan=review)  # type: ignore[arg-type]
+    run = BatchVacuum(spark, later).execute([str(t) for t in tables.values()], plan=reviewed)
+
+    report = {Path(t.table).name: t for t in run.tables}
+    assert report["w"].status == "skipped" and report["w"].reason_code == ReasonCode.NOT_IN_PLAN
+    assert (tables["w"] / "orphan.parquet").exists()
+    assert report["t"].status == report["u"].status == "vacuumed"
+    deleted = sorted((r["table_root"], r["path"]) for r in run.outcomes.where("action = 'deleted'").collect())
+    assert deleted == sorted((root, path) for root, files in review.items() for path, _ in files if path != readded)
+    assert report["t"].counts.outside_plan_files == 1 and report["u"].counts.outside_plan_files == 0
+    assert Path(aged.removeprefix("file://")).exists() and Path(readded.removeprefix("file://")).exists()
+    assert run.totals()["outside_plan_files"] == 1
+    assert_matches_schema(run.to_dict(), "vacuum-report")

@@ -14,7 +14,7 @@ from lake_reports.charges import ChargeCategory
 from lake_reports.copies import COPY_STATUSES, ETAG_KINDS, CopyStatus, EtagKind
 from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION, ErasureStatus
 from lake_reports.erasure_document import COLOURS, VerdictStatus
-from lakeio.audit import FINAL_STATUSES
+from lakeio.audit.contract import FINAL_STATUSES
 from tests.report_schemas import SCHEMAS
 from vacuum_jobs.report import ReasonCode
 from vacuum_jobs.restore_purge import UndoCommand

@@ -5,10 +5,10 @@
 deletes on versioned S3 buckets, or erase them for good (dry runs too, unless told).
 """
 
-from lakeio.audit import AuditAction, TableStatus
+from lakeio.audit.contract import AuditAction, TableStatus
 from lakeio.errors import HousekeepingError
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, vacuum
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode, RunReport, TableCounts, TableReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions, UndoReport, purge, restore

@@ -1,11 +1,11 @@
 """Job 2 as one action: vacuum many Delta tables by diffing the inventory against their logs.
 
-``vacuum()`` is the Python entry point; :class:`BatchVacuum` is the action behind it and
-the CLI. Steps, each a method: resolve the names, ready the audit and load the inventory,
-read the logs, apply the gates, plan, check the inventory's coverage; then the plan as a value
-(vacuum_plan.VacuumPlan), re-checked against the logs, its S3 versions added, executed
-(deleted, or listed in a dry run) and recorded. One table's problem never stops the others;
-its report says why.
+``vacuum()`` is the Python entry point; :class:`BatchVacuum` is the action behind it and the CLI,
+and reads as the run's steps: the names resolved, the audit readied and the inventory loaded
+(readiness); the tables found; the logs read, gated and planned (planning); the plan as a value
+(vacuum_plan.VacuumPlan) re-checked against the logs, given its S3 versions and executed: deleted,
+or listed in a dry run (execution); the run recorded (recording). One table's problem never stops
+the others; its report says why.
 """
 
 from __future__ import annotations
@@ -18,26 +18,23 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
-from lakeio import catalog, uris
-from lakeio.audit import TableStatus
-from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable, journal_of
-from lakeio.delta_write import BeforeCommit, IncompatibleTable
+from lakeio.audit.contract import TableStatus
 from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.replay import TableState
 from lakeio.deprecation import renamed_keywords
-from lakeio.errors import HousekeepingError
-from lakeio.inventory import InventorySnapshot, InventoryUnavailable, current_objects, inventory_snapshot
-from lakeio.put_if_absent import PutIfAbsentUnproven
-from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps, one_run
-from lakeio.storage import Storage
+from lakeio.errors import HousekeepingError, InvalidOption
+from lakeio.inventory import InventorySnapshot, current_objects
+from lakeio.spark.session import check_workers
+from lakeio.spark.steps import Step, Steps, one_run
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
+from lakeio.tables.write import BeforeCommit
 from lakeio.times import epoch_ms, iso_utc
-from lakeio.uris import TableRoot
-from vacuum_jobs.deleter import DeleteJournal, DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.execution import Execution
 from vacuum_jobs.history import (
     BeforePut,
@@ -48,14 +45,17 @@ from vacuum_jobs.history import (
     history_writer,
     session_history_setting,
 )
-from vacuum_jobs.interrupted import forget_intent, ready_audit, run_ended
+from vacuum_jobs.interrupted import run_ended
 from vacuum_jobs.options import OLD_NAMES, VacuumOptions
+from vacuum_jobs.plan import Plan
 from vacuum_jobs.planning import Planning
-from vacuum_jobs.report import NOT_READ, ReasonCode, RunReport, RunTables, TableReport, write_audit
-from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets, resolve_names
+from vacuum_jobs.readiness import NAME_REFUSALS, REFUSALS, Readiness, ResolvedNames, names_a_catalog_table, resolved_names
+from vacuum_jobs.recording import record_run
+from vacuum_jobs.report import NOT_READ, ReasonCode, RunReport, RunTables, TableReport
+from vacuum_jobs.targets import Database, Discover, TableTarget, TargetsError, as_targets
+from vacuum_jobs.vacuum_plan import VacuumPlan
 
 log = logging.getLogger(__name__)
-
 
 
 Tables = Sequence[str | os.PathLike[str] | TableTarget] | Database | Discover
@@ -92,6 +92,7 @@ def vacuum(
     delete: DeleteSettings | None = None,
     history: bool | None = None,
     now_ms: int | None = None,
+    plan: VacuumPlan | None = None,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
@@ -118,6 +119,10 @@ def vacuum(
             attests that every writer of the tables commits with S3 conditional writes. A
             :class:`TableTarget`'s own setting comes first for its table.
         now_ms: the run's clock, epoch milliseconds (tests); default: now.
+        plan: a plan made before in this session (a dry run's ``RunReport.plan``, reviewed): the run acts
+            on its tables only and deletes only the files it names that the run finds deletable now, its
+            logs read and checked again; a table it does not hold is skipped (``not_in_plan``), a file
+            found now that it does not name is kept (``outside_plan_files``).
 
     Returns:
         The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
@@ -129,11 +134,11 @@ def vacuum(
                             retention_hours=retention_hours, enforce_retention_duration=enforce_retention_duration,
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
                             delete=delete or DeleteSettings(), history=history, now_ms=now_ms)
-    return BatchVacuum(spark, options).execute(tables)
+    return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
 class BatchVacuum:
-    """One run over many tables: each step a method, the steps timed into the report."""
+    """One run over many tables, its steps in order (:meth:`execute`), each timed into the report."""
 
     def __init__(self, spark: SparkSession, options: VacuumOptions, *, on_step: Callable[[str], None] | None = None,
                  before_commit: BeforeCommit | None = None, before_history: BeforePut | None = None):
@@ -148,150 +153,113 @@ class BatchVacuum:
         self.storage = Storage(spark)
         self.log_writer = history_writer(options.delete, before_history)
         self.session_history = session_history_setting(spark)  # Delta's own switch, read once
+        self.readiness = Readiness(spark, options, self.progress, self.log_writer, self._history_setting, before_commit)
 
     @one_run
-    def execute(self, tables: Tables) -> RunReport:
+    def execute(self, tables: Tables, *, plan: VacuumPlan | None = None) -> RunReport:
         """Vacuum ``tables``: a list of table URIs or targets, or :class:`Discover` for the
-        Delta tables the inventory shows. There is no default: nothing lake-wide by omission."""
+        Delta tables the inventory shows. There is no default: nothing lake-wide by omission.
+        ``plan``: one made before in this session (a dry run's ``RunReport.plan``), which bounds the run:
+        it acts on that plan's tables only and deletes only what that plan names, everything about the
+        lake read and checked again now."""
+        run = self._start(tables, plan)
+        names = self._resolve_names(run, tables)
+        inventory = self._ready_audit_and_inventory(run, names)
+        self.progress.begin(Step.FINDING_TABLES, "finding the Delta tables the inventory shows")
+        all_roots = delta_roots(current_objects(inventory.rows))
+        targets = tables.targets(all_roots) if isinstance(tables, Discover) else names.given or []
+        if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
+            run.report.tables = names.not_run
+            raise self._refused(run, _nothing_to_vacuum(tables, all_roots))
+        run_tables = RunTables({t.root: TableReport(t.uri, name=t.name) for t in targets})
+        run.report.tables = run_tables.reports() + names.not_run
+        planning = Planning(self.spark, self.storage, self.options, self.progress,
+                            functools.partial(self._decide_history, run, run_tables))
+        read = planning.read_and_plan(inventory, self.readiness.runnable(targets, run_tables, plan), run_tables,
+                                      all_roots, run.now_ms, recorded=run.audit_table is not None)
+        run.report.references_unknown = {root: why for root, why in read.references_unknown.items()}
+        try:
+            if read.plan is not None:
+                planning.check_coverage(read.plan, run_tables)
+                self._act(read.plan, plan, run, run_tables, inventory)
+            record_run(self.spark, self.storage, self.progress, run.audit_table, run.report, run.now_ms, run.deleted_in,
+                       before_commit=self.before_commit)
+        finally:
+            run_ended(run.report.run_id)
+            if read.plan is not None:  # what planning cached: the frozen plan holds its own rows
+                read.plan.release()
+            read.replay.release()
+        return self._timed(run)
+
+    def _act(self, diff: Plan, reviewed: VacuumPlan | None, run: VacuumRun, run_tables: RunTables,
+             inventory: InventorySnapshot) -> None:
+        """The diff's pending tables as the plan (vacuum_plan.VacuumPlan), re-checked against the logs, bounded
+        by the ``reviewed`` plan where given, with its S3 versions, frozen into the report; then executed."""
+        execution = Execution(self.spark, self.storage, self.options, self.progress)
+        plan = execution.recheck_logs(execution.plan(diff, run_tables), run_tables)
+        if reviewed is not None:
+            plan = execution.within(plan, reviewed, run_tables)
+        run.report.plan = plan = execution.frozen(execution.with_versions(plan, inventory))
+        run.report.outcomes = execution.execute(plan, run_tables, inventory, run)
+
+    def _start(self, tables: Tables, plan: VacuumPlan | None) -> VacuumRun:
+        """The run's report begun and its clock read; refused at once without tables to vacuum, or with a
+        plan that is not one of this session's."""
         started = time.monotonic()
         self.progress.restart()
-        self.progress.begin(Step.INVENTORY_DATE, "reading the inventory")
         if tables is None:
             raise TargetsError("name the tables to vacuum: a list of table URIs, or Discover() for every "
                                "Delta table the inventory shows")
+        if plan is not None and not isinstance(plan, VacuumPlan):
+            raise InvalidOption(f"plan must be a VacuumPlan (a dry run's RunReport.plan), not {type(plan).__name__}")
+        if plan is not None and plan.targets.sparkSession.sparkContext is not self.spark.sparkContext:
+            raise InvalidOption("plan was made by another Spark session: its rows live in that session's executors")
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         report = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                            inventory_table=uris.to_uri(self.options.inventory_table),
                            inventory_date=None, dry_run=self.options.dry_run)
-        run = VacuumRun(report, now_ms, started,
-                        RunHistory(self.log_writer, report.run_id, self.options.enforce_retention_duration),
-                        self.options.inventory_table, self.options.audit_table)
-        explicit, not_run = self._resolve_names(tables, run)
-        inventory = self._ready_audit_and_inventory(run, explicit, not_run)
-        self.progress.begin(Step.FINDING_TABLES, "finding the Delta tables the inventory shows")
-        all_roots = delta_roots(current_objects(inventory.rows))
-        targets = tables.targets(all_roots) if isinstance(tables, Discover) else explicit or []
-        if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
-            report.tables = not_run
-            raise self._refused(run, _nothing_to_vacuum(tables, all_roots))
-        run_tables = RunTables({t.root: TableReport(t.uri, name=t.name) for t in targets})
-        report.tables = run_tables.reports() + not_run
-        runnable = self._runnable(targets, run_tables)
-        planning = Planning(self.spark, self.storage, self.options, self.progress,
-                            functools.partial(self._decide_history, run, run_tables))
-        read = planning.read_and_plan(inventory, runnable, run_tables, all_roots, now_ms,
-                                      recorded=run.audit_table is not None)
-        report.references_unknown = {root: why for root, why in read.references_unknown.items()}
-        planned = read.plan
-        try:
-            if planned is not None:
-                planning.check_coverage(planned, run_tables)
-                execution = Execution(self.spark, self.storage, self.options, self.progress)
-                plan = execution.recheck_logs(execution.plan(planned, run_tables), run_tables)
-                report.plan = plan = execution.with_versions(plan, inventory)
-                report.outcomes = execution.execute(plan, run_tables, inventory, run)
-            self._record(run)
-        finally:
-            run_ended(report.run_id)
-            # Only now: a dry run's outcomes stay lazy until the audit above reads them, from the plan's cache.
-            if planned is not None:
-                planned.release()
-            read.replay.release()
-        report.elapsed_seconds, report.step_seconds = time.monotonic() - started, self.progress.seconds()
-        return report
+        return VacuumRun(report, now_ms, started,
+                         RunHistory(self.log_writer, report.run_id, self.options.enforce_retention_duration),
+                         self.options.inventory_table, self.options.audit_table)
+
+    def _timed(self, run: VacuumRun) -> RunReport:
+        run.report.elapsed_seconds, run.report.step_seconds = time.monotonic() - run.started, self.progress.seconds()
+        return run.report
 
     def _refused(self, run: VacuumRun, reason: str) -> RunRefused:
         """The whole run refused, its report timed so far."""
         run.report.refused = reason
-        run.report.elapsed_seconds, run.report.step_seconds = time.monotonic() - run.started, self.progress.seconds()
-        return RunRefused(reason, run.report)
+        return RunRefused(reason, self._timed(run))
 
-    def _resolve_names(self, tables: Tables, run: VacuumRun) -> tuple[list[TableTarget] | None, list[TableReport]]:
-        """The tables the run was given, catalog names resolved (None: discovered from the inventory),
-        and the reports of names it will not run. Resolves the run's inventory and audit tables to their
-        locations; refuses the run for an unknown database or a table named twice."""
-        given: list[TableTarget] | Database | None = (
-            tables if isinstance(tables, Database) else None if isinstance(tables, Discover) else as_targets(tables))
-        explicit: list[TableTarget] | None = None
-        unnamed: dict[str, tuple[ReasonCode, str]] = {}
-        passed_by: dict[str, str] = {}
+    def _resolve_names(self, run: VacuumRun, tables: Tables) -> ResolvedNames:
+        """The run's names resolved to locations (readiness.resolved_names), a step of its own where a
+        catalog is asked; the run refused where they cannot be."""
+        given = tables if isinstance(tables, (Database, Discover)) else as_targets(tables)
+        if names_a_catalog_table(self.options, given):
+            self.progress.begin(Step.RESOLVING_NAMES, "resolving the catalog's names")
         try:
-            run.inventory_table = catalog.resolve(self.spark, self.options.inventory_table)
-            run.audit_table = self.options.audit_table and catalog.resolve(self.spark, self.options.audit_table,
-                                                                           must_be_delta=False)
-            run.report.inventory_table = uris.to_uri(run.inventory_table)
-            run.report.audit_table = self.options.audit_table
-            if given is not None:
-                explicit, unnamed, passed_by = resolve_names(self.spark, given)
-        except (catalog.CatalogError, TargetsError) as refusal:  # an unknown database; a name and its URI both
+            names = resolved_names(self.spark, self.options, given)
+        except NAME_REFUSALS as refusal:  # an unknown database; a name and its URI both
             raise self._refused(run, str(refusal)) from None
-        return explicit, ([TableReport(name, TableStatus.REFUSED, why, name=name, reason_code=code)
-                           for name, (code, why) in unnamed.items()]
-                          + [TableReport(name, TableStatus.SKIPPED, why, name=name, reason_code=ReasonCode.NOT_VACUUMABLE)
-                             for name, why in passed_by.items()])
+        run.inventory_table, run.audit_table = names.inventory_table, names.audit_table
+        run.report.inventory_table, run.report.audit_table = uris.to_uri(names.inventory_table), self.options.audit_table
+        return names
 
-    def _ready_audit_and_inventory(self, run: VacuumRun, explicit: list[TableTarget] | None, not_run: list[TableReport]
-               ) -> InventorySnapshot:
+    def _ready_audit_and_inventory(self, run: VacuumRun, names: ResolvedNames) -> InventorySnapshot:
         """The audit table ready to take the run's rows, and the inventory to plan against; the run is
         refused (each named table with it) when either is not."""
         try:
             if run.audit_table:
-                self._ready_audit(run, run.audit_table, explicit or [])
-            inventory = self._load_inventory(run)
-        except (IncompatibleTable, AuditUnwritable, PutIfAbsentUnproven, InventoryUnavailable) as refusal:
+                self.progress.begin(Step.READYING_AUDIT, f"readying the audit table {run.audit_table}")
+                run.report.audit_problems += self.readiness.ready_audit(run.audit_table, names.given or [])
+            self.progress.begin(Step.INVENTORY_DATE, "reading the inventory")
+            inventory = self.readiness.inventory(run.inventory_table, run.now_ms)
+        except REFUSALS as refusal:
             run.report.tables = [TableReport(t.uri, TableStatus.REFUSED, NOT_READ, name=t.name,
-                                             reason_code=ReasonCode.RUN_REFUSED) for t in explicit or []] + not_run
+                                             reason_code=ReasonCode.RUN_REFUSED) for t in names.given or []] + names.not_run
             raise self._refused(run, str(refusal)) from None
         run.report.inventory_date = inventory.day.isoformat()
         return inventory
-
-    def _record(self, run: VacuumRun) -> None:
-        """Append the run to the audit table (kept for the next run when the append fails), then drop
-        the delete journals: a run killed before this point is read back from them."""
-        report = run.report
-        if run.audit_table:
-            self.progress.begin(Step.RECORDING, f"recording {run.audit_table}")
-            try:
-                write_audit(self.spark, run.audit_table, report, run.now_ms, report.outcomes,
-                            before_commit=self.before_commit)
-                forget_intent(self.spark, run.audit_table, report.run_id)
-            except AuditNotRecorded as unrecorded:  # kept for the next run; the report still goes out
-                report.audit_problems.append(str(unrecorded))
-        DeleteJournal.remove(self.storage, run.deleted_in, report.run_id)
-
-    def _ready_audit(self, run: VacuumRun, audit_table: str, targets: list[TableTarget]) -> None:
-        """Before anything is deleted: the audit table can take the run's rows (its schema, a write in its
-        folder), and the runs kept for it appended first: the one readiness of every destructive run (ready_audit)."""
-        own = {t.root: t.history for t in targets}  # a killed run's START is closed by this run's rule
-        self.log_writer.proof_folder = journal_of(audit_table)  # where ready_audit proves the store's put-if-absent
-
-        def history_of(state: TableState) -> TableHistory:
-            return TableHistory.of(state, self._history_setting(state.table_root, own.get(state.table_root)))
-
-        run.report.audit_problems += ready_audit(self.spark, audit_table, self.options.delete, history_of,
-                                                 self.progress, self.before_commit)
-
-    def _load_inventory(self, run: VacuumRun) -> InventorySnapshot:
-        """The newest (or chosen) inventory date; refused when there is none or it is too old.
-        Every row of the date: the plan picks one row per object itself, in its own pass."""
-        inventory = inventory_snapshot(self.spark, run.inventory_table, self.options.inventory_date,
-                                       self.options.max_inventory_age_hours, run.now_ms)
-        self.progress(f"inventory {inventory.table} as of {inventory.day} (version {inventory.version})")
-        return inventory
-
-    def _runnable(self, targets: list[TableTarget], run_tables: RunTables) -> list[TableTarget]:
-        """Tables disabled in the tables file are skipped; with a trash folder, tables it cannot
-        take files from by a rename (another file system, or the trash inside them) are refused."""
-        runnable = []
-        trash = self.options.delete.trash and uris.canonical(self.options.delete.trash)
-        for target in targets:
-            if not target.enabled:
-                run_tables.skip(target.root, ReasonCode.DISABLED, "disabled in the tables file")
-            elif trash and (why := _trash_unusable(trash, target.root)):
-                run_tables.refuse(target.root, ReasonCode.TRASH_UNUSABLE, why)
-            else:
-                runnable.append(target)
-        return runnable
 
     def _decide_history(self, run: VacuumRun, run_tables: RunTables, target: TableTarget, state: TableState,
                         table_hours: float) -> None:
@@ -303,18 +271,6 @@ class BatchVacuum:
     def _history_setting(self, root: TableRoot, table: bool | None) -> HistorySetting:
         """Whether this run writes ``root``'s history, and by which rule (``table``: its own setting)."""
         return history_setting(root, table, self.options.history, self.session_history)
-
-
-def _trash_unusable(trash: str, root: TableRoot) -> str | None:
-    """Why ``trash`` cannot take this table's files by a rename; None when it can (or the table is on
-    S3, where deletes add delete markers instead)."""
-    if uris.scheme_of(root) == "s3":
-        return None
-    if urlsplit(trash)[:2] != urlsplit(root)[:2]:  # scheme and authority
-        return f"the trash {trash} is on another file system: moving this table's files there would copy them"
-    if trash == root or uris.is_strictly_under(trash, root):
-        return f"the trash {trash} lies inside this table: its next vacuum would delete the trash"
-    return None
 
 
 def _nothing_to_vacuum(tables: Tables, roots: list[TableRoot]) -> str:

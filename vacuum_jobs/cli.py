@@ -18,10 +18,8 @@ from collections.abc import Iterator
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
-from lakeio.audit import AuditAction, check_audit_table, record_kept
-from lakeio.audit_journal import FOLDER, journal_of
-from lakeio.catalog import CatalogError, resolve
+from lakeio.audit.contract import AuditAction, check_audit_table, record_kept
+from lakeio.audit.journal import FOLDER, journal_of
 from lakeio.cli import (
     add_common_arguments,
     as_flag,
@@ -37,11 +35,13 @@ from lakeio.cli import (
     write_lines,
 )
 from lakeio.deprecation import warn_old_flags
-from lakeio.storage import Storage
+from lakeio.spark.catalog import CatalogError, resolve
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 from vacuum_jobs import targets as table_targets
 from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, Tables
-from vacuum_jobs.deleter import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode, RunReport

@@ -1,9 +1,10 @@
 """Job 2 after planning: the plan as a value, re-checked against the logs, executed.
 
 The tables planning left pending become a :class:`~vacuum_jobs.vacuum_plan.VacuumPlan`; the logs of
-those to vacuum are listed once more and the plan loses what was committed since (recheck); on S3 it
-gains each target's versions; then its targets are deleted (or, in a dry run, listed), each table
-ended with its counts, its history's START and END around the deletes.
+those to vacuum are listed once more and the plan loses what was committed since (recheck); given a
+plan reviewed before (a dry run's), it loses what that one does not name; on S3 it gains each target's
+versions; it is materialized; then its targets are deleted (or, in a dry run, listed), each table ended
+with its counts, its history's START and END around the deletes.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
-from lakeio.audit import AuditAction, TableStatus
-from lakeio.audit_journal import journal_of
-from lakeio.delete_if_present import why_deletes_cannot_tell
+from lakeio.audit.contract import AuditAction, TableStatus
+from lakeio.audit.journal import journal_of
 from lakeio.inventory import InventorySnapshot
-from lakeio.shapes import CANDIDATES, OUTCOMES, first_paths
-from lakeio.steps import Step, Steps
-from lakeio.storage import Storage
+from lakeio.spark.shapes import CANDIDATES, OUTCOMES, first_paths
+from lakeio.spark.steps import Step, Steps
+from lakeio.store import uris
+from lakeio.store.delete_if_present import why_deletes_cannot_tell
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 from lakeio.times import epoch_ms
-from lakeio.uris import TableRoot
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter, delete_planned
+from vacuum_jobs.delete_tasks import delete_planned
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.interrupted import note_intent
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.plan import Plan
@@ -81,17 +83,32 @@ class Execution:
             self.progress(f"{run_tables[root].table} moved from version {before} to {now} since planning")
         return plan.without(list(recheck.refused), recheck.referenced)
 
+    def within(self, plan: VacuumPlan, reviewed: VacuumPlan, run_tables: RunTables) -> VacuumPlan:
+        """The plan less what ``reviewed`` does not name; each table's targets left out counted
+        (``outside_plan_files``): found now, not reviewed, so kept for a later run."""
+        bounded = plan.within(reviewed)
+        outside = plan.targets.join(reviewed.targets.select("table_root", "path"), ["table_root", "path"], "left_anti")
+        for row in outside.groupBy("table_root").count().collect():
+            run_tables[row["table_root"]].counts.outside_plan_files = row["count"]
+        return bounded
+
+    def frozen(self, plan: VacuumPlan) -> VacuumPlan:
+        """The plan materialized, as the deletes' step begins: what the intent note names is what the deletes
+        take and the audit records, and what the report hands back is rows, not a query to run again."""
+        deleting, dry = plan.tables(Decision.VACUUM), plan.tables(Decision.DRY_RUN)
+        if not plan.decisions:
+            return plan
+        self.progress.begin(Step.DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
+        return plan.materialized()
+
     def execute(self, plan: VacuumPlan, run_tables: RunTables, inventory: InventorySnapshot,
                 run: VacuumRun) -> DataFrame | None:
-        """Delete the targets of the plan's tables to vacuum, list those of its dry runs. Ends each of its
-        tables: dry run, vacuumed or failed, with its delete counts and sample errors."""
+        """Delete the targets of the plan's tables to vacuum (a :meth:`frozen` plan), list those of its dry
+        runs. Ends each of its tables: dry run, vacuumed or failed, with its delete counts and sample errors."""
         planned = list(plan.decisions)
         if not planned:
             return None
         deleting, dry = plan.tables(Decision.VACUUM), plan.tables(Decision.DRY_RUN)
-        self.progress.begin(Step.DELETING, f"deleting in {len(deleting)} table(s); planning only in {len(dry)}")
-        if deleting:  # what the note names is what the deletes take and the audit records
-            plan = run.report.plan = plan.materialized()
         outcomes = OUTCOMES.check(plan.targets_of(Decision.DRY_RUN).select(
             *CANDIDATES.columns, F.lit(AuditAction.WOULD_DELETE.value).alias("action"),
             F.lit(None).cast("string").alias("error"), F.lit(epoch_ms()).alias("at_ms"),
@@ -102,7 +119,7 @@ class Execution:
         if not deleting:
             for root in dry:
                 run_tables[root].status = TableStatus.DRY_RUN
-            return outcomes  # a dry run's counts are the plan's: nothing to run until the audit records it
+            return outcomes  # a dry run's counts are the plan's
         targets = plan.targets_of(Decision.VACUUM)
         run_id = run.report.run_id
         if run.audit_table:  # read back by the next run, should this one die before it records
@@ -129,7 +146,7 @@ class Execution:
         if settings.if_present or not any(uris.scheme_of(root) == "s3" for root in deleting):
             return settings
         why = why_deletes_cannot_tell(run.audit_table and journal_of(run.audit_table),
-                                      lambda: S3BatchDeleter.make_client(settings.endpoint_url))
+                                      lambda: settings.s3_client(retrying=False))
         if why is None:
             return replace(settings, if_present=True)
         run.report.deletes_unconfirmed = f"S3 answers a delete of a key already gone as deleted: {why}"

@@ -41,18 +41,19 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import __version__, put_if_absent, uris
+from lakeio import __version__
 from lakeio.deltalog import gates
 from lakeio.deltalog.commits import commit_file
 from lakeio.deltalog.replay import TableState, read_logs
 from lakeio.deltalog.segments import log_segments
 from lakeio.errors import HousekeepingError
-from lakeio.shapes import of_tables
-from lakeio.storage import Storage
+from lakeio.spark.shapes import of_tables
+from lakeio.store import put_if_absent, s3, uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 from lakeio.text import first_line
 from lakeio.times import epoch_ms, hours_ms
-from lakeio.uris import TableRoot
-from vacuum_jobs.deleter import DeleteSettings, S3BatchDeleter
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.report import CANNOT_WRITE, NOT_RECORDED, RunTables
 
 START, END = "VACUUM START", "VACUUM END"
@@ -63,7 +64,7 @@ LOGGING_SETTING = "spark.databricks.delta.vacuum.logging.enabled"
 # Where Delta records its vacuums when that setting is unset (VacuumCommand.supportedFsForLogging).
 DELTA_RECORDS_ON = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
 ATTEMPTS = 10  # puts of one commit (versions taken, or 409s) before giving up
-_STORES = ("file", "s3")  # where a put-if-absent is trusted (proven first on S3: lakeio.put_if_absent)
+_STORES = ("file", "s3")  # where a put-if-absent is trusted (proven first on S3: lakeio.store.put_if_absent)
 # What a DynamoDB log store (S3DynamoDBLogStore) leaves in _delta_log/: its temp commit files.
 EXTERNAL_LOG_STORE_TRACES = ".tmp"
 _AT_ONCE = 16  # tables committed to at once
@@ -295,26 +296,16 @@ class LogWriter:
         """Whether ``root``'s log holds a DynamoDB log store's temp commit files."""
         folder = uris.join(root, "_delta_log", EXTERNAL_LOG_STORE_TRACES)
         if uris.scheme_of(root) == "s3":
-            bucket, key = uris.bucket_and_key(folder + "/")
-            return bool(self._s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"))
+            return s3.holds_keys_under(self._s3(), folder)
         return os.path.isdir(uris.local_path(folder))
 
     def _put_if_absent(self, uri: str, text: str) -> bool:
         if uris.scheme_of(uri) == "s3":
-            from botocore.exceptions import ClientError
-
             if self.proof_folder is None or uris.scheme_of(uris.canonical(self.proof_folder)) != "s3":
                 raise HistoryNotWritten("history on S3 needs an --audit-table on S3: the folder where the run first proves "
                                         "that the store honours If-None-Match")
             put_if_absent.prove(self.proof_folder, "VACUUM START and END in the tables' logs", self._s3)
-            bucket, key = uris.bucket_and_key(uri)
-            try:
-                self._s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in put_if_absent.REFUSED:
-                    return False
-                raise
-            return True
+            return s3.put_if_absent(self._s3(), uri, text.encode())
         path = uris.local_path(uri)
         temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4()}.tmp")
         with open(temp, "w", encoding="utf-8") as out:
@@ -329,16 +320,7 @@ class LogWriter:
 
     def _read(self, uri: str) -> str | None:
         if uris.scheme_of(uri) == "s3":
-            bucket, key = uris.bucket_and_key(uri)
-            from botocore.exceptions import ClientError
-
-            try:
-                body: bytes = self._s3().get_object(Bucket=bucket, Key=key)["Body"].read()
-                return body.decode()
-            except ClientError as exc:  # by its code: each client has exception classes of its own
-                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                    return None
-                raise
+            return s3.read_text(self._s3(), uri)
         try:
             with open(uris.local_path(uri), encoding="utf-8") as src:
                 return src.read()
@@ -355,9 +337,7 @@ class LogWriter:
 def history_writer(settings: DeleteSettings, before_put: BeforePut | None = None,
                    proof_folder: str | None = None) -> LogWriter:
     """A LogWriter reaching S3 as the deletes do (``settings``: endpoint, timeouts, attempts)."""
-    return LogWriter(lambda: S3BatchDeleter.make_client(
-        settings.endpoint_url, settings.read_timeout_seconds,
-        retries={"mode": "standard", "max_attempts": settings.max_attempts}), before_put, proof_folder)
+    return LogWriter(settings.s3_client, before_put, proof_folder)
 
 
 # A table's history as a run decides it now, from the table's state (TableHistory.of with the run's settings).

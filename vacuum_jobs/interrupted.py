@@ -12,7 +12,7 @@ bucket) is recorded as that run's ``deleted``, with the marker or the trash path
 before it, ``already_absent``; a file still there was never reached and gets no row. The killed
 run's table rows say ``failed``: it never finished.
 
-Two runs may settle one killed run at once. Its rows go in once (lakeio.audit.record_kept claims the
+Two runs may settle one killed run at once. Its rows go in once (lakeio.audit.contract.record_kept claims the
 append); only then are its delete journals removed and its VACUUM STARTs closed, with the counts the
 audit holds, so that a run that lost the append cannot have read the journals half gone, and one END
 closes each START (vacuum_jobs.history).
@@ -31,17 +31,20 @@ from datetime import date, timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import audit_journal, put_if_absent, uris
-from lakeio.audit import AuditAction, RunTable, Settled, check_audit_table, record_kept, run_rows
-from lakeio.audit_journal import journal_of, prove_writable
-from lakeio.delta_write import BeforeCommit
-from lakeio.shapes import OUTCOMES
-from lakeio.steps import Steps
-from lakeio.storage import Storage
+from lakeio.audit import journal as audit_journal
+from lakeio.audit.contract import AuditAction, RunTable, Settled, check_audit_table, record_kept, run_rows
+from lakeio.audit.journal import journal_of, prove_writable
+from lakeio.spark.shapes import OUTCOMES
+from lakeio.spark.steps import Steps
+from lakeio.store import put_if_absent, s3, uris
+from lakeio.store.filesystem import Storage
+from lakeio.tables.write import BeforeCommit
 from lakeio.text import first_line
 from lakeio.times import epoch_ms
-from vacuum_jobs.deleter import DeleteJournal, DeleteSettings, Named, S3BatchDeleter, key_versions, where_reachable
+from vacuum_jobs.delete_tasks import where_reachable
+from vacuum_jobs.deletes import DeleteSettings, RowDict
 from vacuum_jobs.history import HistoryOf, close_killed_run, history_writer
+from vacuum_jobs.local_deletes import DeleteJournal
 
 log = logging.getLogger(__name__)
 # A run on another host noted this long ago is taken as dead.
@@ -55,7 +58,7 @@ def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings,
                 before_commit: BeforeCommit | None = None) -> list[str]:
     """Before a vacuum, restore or purge changes anything: the audit table can take its rows (its schema, a
     write in its folder, commits there put only if absent: IncompatibleTable, AuditUnwritable or
-    lakeio.put_if_absent.PutIfAbsentUnproven otherwise), and the runs kept for it are
+    lakeio.store.put_if_absent.PutIfAbsentUnproven otherwise), and the runs kept for it are
     appended first, a killed run's note settled into the rows of what it did (:func:`settler`, which
     closes its VACUUM START as ``history_of`` decides). Returns what could not be appended: kept for the
     next run, and said in this run's report."""
@@ -63,7 +66,7 @@ def ready_audit(spark: SparkSession, audit_table: str, settings: DeleteSettings,
     prove_writable(spark, audit_table)
     if not put_if_absent.deltalake_locks_commits():
         put_if_absent.prove(journal_of(audit_table), f"the audit table {audit_table}'s",
-                            lambda: S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds))
+                            lambda: settings.s3_client(retrying=False))
     try:
         recorded = record_kept(spark, audit_table, settle=settler(spark, settings, history_of, journal_of(audit_table)),
                                before_commit=before_commit)
@@ -107,7 +110,7 @@ def forget_intent(spark: SparkSession, audit_table: str, run_id: str) -> None:
 
 def settler(spark: SparkSession, settings: DeleteSettings, history_of: HistoryOf,
             proof_folder: str | None) -> Callable[[DataFrame, str], Settled | None]:
-    """What :func:`lakeio.audit.record_kept` calls on a run that left only its note: the rows of
+    """What :func:`lakeio.audit.contract.record_kept` calls on a run that left only its note: the rows of
     what it did (None while it may still be running). Once the audit holds them, its delete journals
     go, and a VACUUM START it left open is closed where ``history_of`` (the settling run's rule and
     gates, on each table's state now) allows."""
@@ -158,7 +161,7 @@ def _may_be_running(host: str, pid: int, noted_ms: int, run_id: str) -> bool:
     return noted_ms > (time.time() - DEAD_AFTER.total_seconds()) * 1000
 
 
-def _looked_at(rows: Iterable[Named], settings: DeleteSettings, run_id: str, storage: Storage | None
+def _looked_at(rows: Iterable[RowDict], settings: DeleteSettings, run_id: str, storage: Storage | None
                ) -> Iterator[tuple[object, ...]]:
     """The outcome of each noted file that is no longer in its place (one task's share, or the
     driver's through Hadoop for other stores)."""
@@ -169,10 +172,8 @@ def _looked_at(rows: Iterable[Named], settings: DeleteSettings, run_id: str, sto
         path, trash = row["path"], row["trash_path"]
         marker = None
         if path.startswith("s3:"):
-            client = client or S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds,
-                                                          retries={"mode": "standard",
-                                                                   "max_attempts": settings.max_attempts})
-            versions = key_versions(client, path)
+            client = client or settings.s3_client()
+            versions = s3.key_versions(client, path)
             latest = next((v for v in versions if v["IsLatest"]), None)
             if latest is not None and not latest["marker"]:
                 continue  # still there

@@ -28,13 +28,17 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.deltalog import gates
+from lakeio.deltalog.ownership import delta_roots
 from lakeio.deltalog.references import EVERY_TOMBSTONE, retention_cutoffs
-from lakeio.deltalog.replay import Replay, replay_logs
+from lakeio.deltalog.replay import Replay, read_logs, replay_logs
 from lakeio.deltalog.segments import UnreadableLog, log_segment_at
-from lakeio.shapes import local_frame
-from lakeio.storage import Storage
+from lakeio.inventory import current_objects, inventory_snapshot
+from lakeio.spark import catalog
+from lakeio.spark.shapes import local_frame
+from lakeio.spark.steps import Step, Steps
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import StrEnum
 from lakeio.times import cutoff_ms
 
@@ -121,6 +125,33 @@ def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes:
     first = found.where(F.col("rule").isNotNull()).groupBy("path", "source_run_id").agg(
         F.min(F.struct(order.alias("order"), "rule", "needed_by", "detail")).alias("first"))
     return first.select("path", "source_run_id", "first.rule", "first.needed_by", "first.detail")
+
+
+def needed_by_the_lake(spark: SparkSession, progress: Steps, audit: DataFrame, selected: DataFrame, warnings: list[str],
+                       now_ms: int, inventory_table: str | None = None) -> DataFrame:
+    """The ``selected`` deletes (audit rows with their ``source_run_id``) some table of the lake needs
+    again, with the rule that keeps each (:func:`needed_again`). The lake: every table the audit names,
+    and with ``inventory_table`` every Delta table the inventory shows. A table whose log cannot be read
+    keeps its own files this run (said in ``warnings``)."""
+    roots = {uris.table_root(r["table_root"]) for r in
+             audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
+    if inventory_table:
+        snapshot = inventory_snapshot(spark, catalog.resolve(spark, inventory_table))
+        roots.update(delta_roots(current_objects(snapshot.rows)))
+    if not roots:
+        return local_frame(spark, [], "path string, source_run_id string, rule string, needed_by string, detail string")
+    progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
+    storage = Storage(spark)
+    replay = read_logs(spark, storage, sorted(roots), check_paths=False)
+    for root in sorted(replay.failures):
+        warnings.append(f"{root}: its log cannot be read ({replay.failures[root]}): its files are not purged this run")
+    pairs = selected.select(F.col("source_run_id").alias("run_id"), "table_root").distinct()
+    runs = [VacuumedTable(r["run_id"], r["table_root"], r["started_ms"], r["table_version"], r["retention_hours"])
+            for r in audit.where(F.col("path").isNull() & F.col("source_run_id").isNull()).join(pairs, ["run_id", "table_root"])
+            .groupBy("run_id", "table_root").agg(F.min(F.unix_millis("timestamp")).alias("started_ms"),
+                                                 F.max("table_version").alias("table_version"),
+                                                 F.min("retention_hours").alias("retention_hours")).collect()]
+    return needed_again(spark, storage, replay, selected, runs, now_ms)
 
 
 def _rule(own: Column, removed: Column) -> Column:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-from lakeio import uris
-from lakeio.deprecation import Renamed, not_, renamed_keywords
+from lakeio.deprecation import Renamed, opposite, renamed_keywords
 from lakeio.errors import InvalidOption
-from vacuum_jobs.deleter import DeleteSettings
+from lakeio.store import uris
+from vacuum_jobs.deletes import DeleteSettings
 
 # The options' old names, taken for one release (lakeio.deprecation).
 OLD_NAMES: dict[str, Renamed] = {"retain_hours": "retention_hours",
-                                 "force_retention": ("enforce_retention_duration", not_)}
+                                 "force_retention": ("enforce_retention_duration", opposite)}
 
 
 @renamed_keywords(**OLD_NAMES)

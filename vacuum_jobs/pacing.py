@@ -6,8 +6,8 @@ and grows a busy prefix's capacity under sustained load, answering ``503 SlowDow
 fixed pace for the run is too slow across many tables and too fast for one hot prefix. So each
 prefix starts at S3's documented rate; a ``SlowDown`` cuts it to :data:`DECREASE` of itself, and
 each request answered without one raises it by :data:`GROWTH` (CUBIC's decrease factor, and a
-growth slow enough that a settled prefix is throttled about once in the 36 requests it takes to grow
-back, where a faster one is throttled above one in twenty: benchmarks/RESULTS.md has the figures). A
+growth slow enough that a settled prefix is seldom throttled again while it grows back; the figures
+behind both are in benchmarks/RESULTS.md). A
 request never asks more keys than a second of its prefix's pace, so a slowed prefix sends smaller
 batches rather than bursts S3 refuses.
 """
@@ -49,8 +49,8 @@ class Pace:
     def give_back(self, keys: int) -> None:
         """``keys`` a request asked and the store refused whole (``SlowDown``: none deleted): their time goes
         to the next request. Kept, it would send the retry at the next step of this pace, in step with
-        whatever made the store refuse: two tasks sharing a capped run's prefix stayed in step for minutes,
-        one refused each time (measured by benchmarks.delete_pacing: benchmarks/RESULTS.md)."""
+        whatever made the store refuse: two tasks sharing a capped run's prefix would stay in step, one refused
+        each time (benchmarks.delete_pacing)."""
         with self._lock:
             self._free_at -= keys / self.keys_per_second
 

@@ -16,15 +16,15 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
 from lakeio.deltalog.replay import unresolvable
 from lakeio.inventory import is_current, is_noncurrent
-from lakeio.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
-from lakeio.tasks import by_key, small_shuffles
-from lakeio.uris import TableRoot
+from lakeio.spark.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
+from lakeio.spark.tasks import by_key, small_shuffles
+from lakeio.store import uris
+from lakeio.store.uris import TableRoot
 from vacuum_jobs.report import TableCounts
 
 MISSING_SAMPLE = 100  # live files missing from storage listed per table in the report

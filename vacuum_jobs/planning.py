@@ -1,7 +1,7 @@
 """Job 2's planning: the run's logs read, each table gated, every table planned against the inventory.
 
 One listing of each ``_delta_log/`` and one set of Spark jobs read every log; each table then meets
-the gates (catalog-managed, protocol, retention) under a guard of its own; the lake's other tables
+the gates (vacuum_jobs.table_gates); the lake's other tables
 are read for the files they need; and one pass plans them all (vacuum_jobs.plan). A log file a
 writer's cleanup removes between the read and the plan refuses its table alone (LogFileVanished),
 and the others are read and planned again.
@@ -9,28 +9,22 @@ and the others are read and planned again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from lakeio.deltalog import gates
 from lakeio.deltalog.policy import TablePolicy
 from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
-from lakeio.deltalog.replay import LogFileVanished, Replay, TableState, naming_vanished_logs, read_logs
+from lakeio.deltalog.replay import LogFileVanished, Replay, naming_vanished_logs, read_logs
 from lakeio.inventory import InventorySnapshot
-from lakeio.steps import Step, Steps
-from lakeio.storage import Storage
-from lakeio.text import first_line
-from lakeio.times import cutoff_ms, iso_utc
-from lakeio.uris import TableRoot
+from lakeio.spark.steps import Step, Steps
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.plan import Plan, plan_tables
 from vacuum_jobs.report import ReasonCode, RunTables
+from vacuum_jobs.table_gates import DecideHistory, TableGates
 from vacuum_jobs.targets import TableTarget
-
-# A table the run deletes in, its state and its own retention: where the run decides its history.
-DecideHistory = Callable[[TableTarget, TableState, float], None]
 
 
 @dataclass(frozen=True)
@@ -50,7 +44,7 @@ class Planning:
     def __init__(self, spark: SparkSession, storage: Storage, options: VacuumOptions, progress: Steps,
                  decide_history: DecideHistory):
         self.spark, self.storage, self.options, self.progress = spark, storage, options, progress
-        self.decide_history = decide_history
+        self.gates = TableGates(options, decide_history)
 
     def read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget], run_tables: RunTables,
                       all_roots: list[TableRoot], now_ms: int, *, recorded: bool) -> Planned:
@@ -64,7 +58,7 @@ class Planning:
         vanished: dict[TableRoot, str] = {}
         while True:
             replay = self._read_logs(targets, run_tables)
-            policies = self._apply_gates(targets, replay, run_tables, now_ms)
+            policies = self.gates.apply(targets, replay, run_tables, now_ms)
             if not policies:
                 return Planned(replay, None, {})  # nothing planned: no file of the run is at stake
             try:
@@ -99,60 +93,6 @@ class Planning:
         for root, reason in replay.failures.items():
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
         return replay
-
-    def _apply_gates(self, targets: list[TableTarget], replay: Replay, run_tables: RunTables,
-                     now_ms: int) -> list[TablePolicy]:
-        """Each table's gates and policy under a guard of its own: a log that parses but says
-        something the protocol does not allow refuses that table alone, with the first line of why."""
-        policies = []
-        for target in targets:
-            state = replay.states.get(target.root)
-            if state is None:
-                continue  # already refused with its reason
-            try:
-                policy = self._gate(target, state, run_tables, now_ms)
-            except Exception as exc:
-                run_tables.refuse(target.root, ReasonCode.LOG_NOT_UNDERSTOOD,
-                                  f"cannot make sense of its log: {first_line(exc)}")
-                continue
-            if policy is not None:
-                policies.append(policy)
-        return policies
-
-    def _gate(self, target: TableTarget, state: TableState, run_tables: RunTables,
-              now_ms: int) -> TablePolicy | None:
-        """The table's policy, or None when a gate skipped or refused it (said in its report)."""
-        root = target.root
-        skip = gates.catalog_managed(state)
-        if skip:
-            run_tables.skip(root, ReasonCode.CATALOG_MANAGED, skip)
-            return None
-        refusal = gates.unknown_protocol(state)
-        if refusal:
-            run_tables.refuse(root, ReasonCode.UNSUPPORTED_PROTOCOL, refusal)
-            return None
-        try:
-            table_hours = gates.table_retention_hours(state)
-        except ValueError as exc:
-            run_tables.refuse(root, ReasonCode.RETENTION_SETTING_INVALID, f"delta.deletedFileRetentionDuration: {exc}")
-            return None
-        hours = next(h for h in (target.retention_hours, self.options.retention_hours, table_hours) if h is not None)
-        if hours < table_hours and self.options.enforce_retention_duration:
-            run_tables.refuse(root, ReasonCode.RETENTION_BELOW_TABLE, f"retention {hours:g} h is shorter than the "
-                              f"table's delta.deletedFileRetentionDuration ({table_hours:g} h), which the run enforces")
-            return None
-        cutoff = cutoff_ms(now_ms, hours)
-        try:
-            policy = TablePolicy.for_state(state, cutoff)
-        except ValueError as exc:
-            run_tables.refuse(root, ReasonCode.LOG_NOT_UNDERSTOOD, str(exc))
-            return None
-        report = run_tables[root]
-        report.retention_hours, report.cutoff = hours, iso_utc(cutoff)
-        report.dry_run = self.options.dry_run or bool(target.dry_run)
-        if not report.dry_run:
-            self.decide_history(target, state, table_hours)
-        return policy
 
     def _read_other_logs(self, roots: list[TableRoot]) -> Replay | None:
         """The summaries of the lake's other Delta tables: for the files they need from the run's tables."""

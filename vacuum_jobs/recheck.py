@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.deltalog.commits import commit_file
 from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.replay import replay_logs
 from lakeio.deltalog.segments import LogSegment, log_segments
-from lakeio.storage import Storage
-from lakeio.uris import TableRoot
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 
 _EVERY_TOMBSTONE = -(2 ** 63)  # a cutoff before every deletion: every action of the new commits counts
 

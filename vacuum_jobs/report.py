@@ -1,4 +1,4 @@
-"""What a vacuum run tells its operator: the JSON report, the summary, the audit table."""
+"""What a vacuum run tells its operator: the JSON report, the summary, each table's counts and reason."""
 
 from __future__ import annotations
 
@@ -6,17 +6,15 @@ import json
 import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from datetime import date
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakeio import uris
-from lakeio.audit import FINAL_STATUSES, AuditAction, RunTable, TableStatus, append_run, commit_file_hashes
-from lakeio.delta_write import BeforeCommit
+from lakeio.audit.contract import FINAL_STATUSES, AuditAction, TableStatus
+from lakeio.store import uris
+from lakeio.store.uris import TableRoot
 from lakeio.text import StrEnum, human_bytes, shorten
-from lakeio.uris import TableRoot
 from vacuum_jobs.vacuum_plan import VacuumPlan
 
 
@@ -51,6 +49,7 @@ class TableCounts:
     dir_files: int = 0  # folder markers the inventory lists
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
+    outside_plan_files: int = 0  # candidates the plan the run was given (a dry run's) does not name: kept
     restorable_files: int = 0  # deleted files a delete marker hides or the trash holds: restore can bring them back
     noncurrent_files: int = 0  # versions the inventory lists as noncurrent (what delete markers hide): never candidates
     noncurrent_bytes: int = 0
@@ -81,6 +80,7 @@ class ReasonCode(StrEnum):
     INVENTORY_COVERAGE = "inventory_coverage"  # the inventory lists too few of its live files (min_coverage)
     CHANGED_SINCE_PLANNING = "changed_since_planning"  # a change to its log the run cannot follow
     DELETES_FAILED = "deletes_failed"
+    NOT_IN_PLAN = "not_in_plan"  # a table the plan the run was given (a dry run's) does not hold (skipped)
 
 
 # How ``TableReport.history`` says a commit of the table's history is missing; and why, where the store
@@ -201,14 +201,14 @@ class RunReport:
     # need from the run's tables are not known, so not protected. Makes the run exit 1.
     references_unknown: dict[str, str] = field(default_factory=dict)
     # What the audit table did not take (this run's rows, or earlier runs' kept ones), and where the
-    # rows are kept (lakeio.audit_journal). Makes the run exit 1.
+    # rows are kept (lakeio.audit.journal). Makes the run exit 1.
     audit_problems: list[str] = field(default_factory=list)
     # Why the whole run was refused before it deleted anything (batch_vacuum.RunRefused); None when it ran.
     refused: str | None = None
-    # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.delete_if_present).
+    # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.store.delete_if_present).
     deletes_unconfirmed: str | None = None
     elapsed_seconds: float = 0.0
-    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (lakeio.steps.Step), in order
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time (lakeio.spark.steps.Step), in order
     # Per planned file: shapes.OUTCOMES (action an AuditAction). Deletes ran once already; reading
     # it again never deletes. None when nothing was planned.
     outcomes: DataFrame | None = field(default=None, repr=False, compare=False)
@@ -309,16 +309,3 @@ class RunReport:
         if unread:
             lines.append(f"  {unread} table(s) named, none read")
         return "\n".join(lines)
-
-
-def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_ms: int,
-                outcomes: DataFrame | None, *, before_commit: BeforeCommit | None = None) -> None:
-    """Append the run to the audit table: one row per table (``path`` null, ``action``
-    ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
-    when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
-    roots = [uris.canonical(t.table) for t in run.tables]  # as the audit keys tables (a name not resolved stays one)
-    hashes = commit_file_hashes(spark, {root: t.version for root, t in zip(roots, run.tables) if t.version is not None})
-    tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root))
-              for root, t in zip(roots, run.tables)]
-    inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
-    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit)

@@ -35,45 +35,34 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
-from lakeio import catalog, uris
-from lakeio.audit import REMOVED, AuditAction, RunTable, append_run, check_audit_table, read_audit
-from lakeio.audit_journal import AuditNotRecorded, AuditUnwritable
-from lakeio.delta_read import TableNotFound
-from lakeio.delta_write import BeforeCommit, IncompatibleTable
-from lakeio.deltalog.ownership import delta_roots
-from lakeio.deltalog.replay import TableState, read_logs
+from lakeio.audit.contract import REMOVED, AuditAction, RunTable, append_run, check_audit_table, read_audit
+from lakeio.audit.journal import AuditNotRecorded, AuditUnwritable
+from lakeio.deltalog.replay import TableState
 from lakeio.errors import HousekeepingError, InvalidOption
-from lakeio.inventory import current_objects, inventory_snapshot
-from lakeio.put_if_absent import PutIfAbsentUnproven
-from lakeio.shapes import OUTCOMES, local_frame
-from lakeio.spark import check_workers
-from lakeio.steps import Step, Steps, one_run
-from lakeio.storage import Storage
+from lakeio.spark import catalog
+from lakeio.spark.session import check_workers
+from lakeio.spark.shapes import OUTCOMES
+from lakeio.spark.steps import Step, Steps, one_run
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.put_if_absent import PutIfAbsentUnproven
+from lakeio.tables.read import TableNotFound
+from lakeio.tables.write import BeforeCommit, IncompatibleTable
 from lakeio.text import StrEnum, first_line
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
-from vacuum_jobs.deleter import (
-    DeleteSettings,
-    Named,
-    S3BatchDeleter,
-    Target,
-    cap_share,
-    key_versions,
-    prune_empty_folders,
-    where_reachable,
-)
+from vacuum_jobs.delete_tasks import cap_share, where_reachable
+from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.history import TableHistory, history_setting, session_history_setting
 from vacuum_jobs.interrupted import ready_audit
-from vacuum_jobs.needed_again import OPERATOR_MUST_ACT, KeptBecause, VacuumedTable, needed_again
+from vacuum_jobs.needed_again import OPERATOR_MUST_ACT, KeptBecause, needed_by_the_lake
+from vacuum_jobs.undo_files import UNDONE, act
 
 log = logging.getLogger(__name__)
 
@@ -263,51 +252,24 @@ class Undo:
             finished.select("path", "source_run_id"), ["path", "source_run_id"], "left_anti")
         report = self._report(UndoCommand.PURGE, now_ms, f"deletes older than {older_than_days:g} day(s), before "
                                                f"{iso_utc(before_ms)}")
-        needed = self._needed_again(audit, selected, report, now_ms).localCheckpoint(eager=True)
+        needed = needed_by_the_lake(self.spark, self.progress, audit, selected, report.warnings, now_ms,
+                                    self.options.inventory_table).localCheckpoint(eager=True)
         report.kept = {row["rule"]: row["count"] for row in needed.groupBy("rule").count().collect()}
         restore_with = F.concat(F.lit("; bring it back with: python -m vacuum_jobs restore --audit-table "
                                       f"{self.options.audit_table} --run-id "), F.col("source_run_id"),
                                 F.lit(" --table "), F.col("table_root"))
         left_alone = selected.join(needed, ["path", "source_run_id"]).select(
-            *[F.col(c) for c in _UNDONE.names if c not in ("action", "error", "at_ms")],
+            *[F.col(c) for c in UNDONE.names if c not in ("action", "error", "at_ms")],
             F.lit(AuditAction.NOT_PURGED.value).alias("action"),
             F.concat(F.col("rule"), F.lit(": "), F.col("needed_by"), F.lit(" ("), F.col("detail"), F.lit(")"),
                      F.when(F.col("rule") == KeptBecause.LIVE_AGAIN.value, restore_with).otherwise(F.lit("")))
             .alias("error"),
-            F.lit(now_ms).alias("at_ms")).select(*_UNDONE.names)
+            F.lit(now_ms).alias("at_ms")).select(*UNDONE.names)
         # The tables whose deletes it keeps an eye on: each gets its row, due or not, so that the erasure
         # evidence sees the purges that run (the undo window bounds their erasure).
         watched = sorted(r["table_root"] for r in restorable.select("table_root").distinct().collect())
         return self._run(report, selected.join(needed, ["path", "source_run_id"], "left_anti"), AuditAction.PURGED,
                          now_ms, older_than_days, left_alone, watched)
-
-    def _needed_again(self, audit: DataFrame, selected: DataFrame, report: UndoReport, now_ms: int) -> DataFrame:
-        """The ``selected`` deletes some table of the lake needs again, with the rule that keeps each
-        (vacuum_jobs.needed_again). Purge erases for good, so it reads the logs again, as the vacuum does
-        before deleting: every table the audit names, and with ``inventory_table`` every Delta table the
-        inventory shows. A table whose log cannot be read keeps its own files this run (named in the
-        warnings)."""
-        roots = {uris.table_root(r["table_root"]) for r in
-                 audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
-        if self.options.inventory_table:
-            snapshot = inventory_snapshot(self.spark, catalog.resolve(self.spark, self.options.inventory_table))
-            roots.update(delta_roots(current_objects(snapshot.rows)))
-        if not roots:
-            return local_frame(self.spark, [], "path string, source_run_id string, rule string, needed_by string, "
-                                               "detail string")
-        self.progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
-        storage = Storage(self.spark)
-        replay = read_logs(self.spark, storage, sorted(roots), check_paths=False)
-        for root in sorted(replay.failures):
-            report.warnings.append(f"{root}: its log cannot be read ({replay.failures[root]}): its files are not "
-                                   "purged this run")
-        pairs = selected.select(F.col("source_run_id").alias("run_id"), "table_root").distinct()
-        runs = [VacuumedTable(r["run_id"], r["table_root"], r["started_ms"], r["table_version"], r["retention_hours"])
-                for r in audit.where(F.col("path").isNull() & F.col("source_run_id").isNull()).join(pairs, ["run_id", "table_root"])
-                .groupBy("run_id", "table_root").agg(F.min(F.unix_millis("timestamp")).alias("started_ms"),
-                                                     F.max("table_version").alias("table_version"),
-                                                     F.min("retention_hours").alias("retention_hours")).collect()]
-        return needed_again(self.spark, storage, replay, selected, runs, now_ms)
 
     def _start(self) -> tuple[int, DataFrame]:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
@@ -350,7 +312,7 @@ class Undo:
     def _run(self, report: UndoReport, selected: DataFrame, done: AuditAction, now_ms: int,
              undo_window_days: float | None, left_alone: DataFrame | None = None, watched: Sequence[str] = ()
              ) -> UndoReport:
-        """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``_UNDONE``);
+        """Check and act on each ``selected`` file; ``left_alone``: outcomes decided before (``UNDONE``);
         ``watched``: tables a purge looked at, recorded even where nothing of theirs was due."""
         rows = selected.select("table_root", "path", "length", "modificationTime", "version_id", "delete_marker_id",
                                "trash_path", "source_run_id")
@@ -358,9 +320,9 @@ class Undo:
         settings = replace(self.options.delete, purge_versions=True)
         dry_run, spark = self.options.dry_run, self.spark
         outcomes = where_reachable(
-            spark, rows, _UNDONE,
-            lambda part, slices: _act(part, done, settings, cap_share(settings, slices), dry_run),
-            lambda part: _act(part, done, settings, settings.keys_per_second, dry_run, Storage(spark)),
+            spark, rows, UNDONE,
+            lambda part, slices: act(part, done, settings, cap_share(settings, slices), dry_run),
+            lambda part: act(part, done, settings, settings.keys_per_second, dry_run, Storage(spark)),
             spread=settings.keys_per_second is not None)
         if left_alone is not None:
             outcomes = outcomes.unionByName(left_alone)
@@ -398,163 +360,6 @@ class Undo:
                    outcomes.select(*OUTCOMES.columns, "source_run_id"), before_commit=self.before_commit)
 
 
-_UNDONE = StructType([*OUTCOMES.schema.fields, StructField("source_run_id", StringType())])  # a copy: add() mutates
-
-
-def _act(rows: Iterable[Named], done: AuditAction, settings: DeleteSettings, keys_per_second: float | None, dry_run: bool,
-         files: Files | None = None) -> Iterator[tuple[Any, ...]]:
-    """One task's share (or the driver's, for Hadoop stores: ``files``). Files in a trash folder are
-    moved back or deleted one by one; on S3 each key's versions are checked, then the marker
-    (restore) or the hidden version (purge) of those still as the run left them is deleted, in
-    batched ``DeleteObjects``."""
-    files = files or LocalFiles()
-    deleter, lister = S3BatchDeleter(settings, keys_per_second=keys_per_second), None
-    ready: dict[Target, Any] = {}
-    for row in rows:
-        if row["trash_path"]:
-            yield _outcome(row, *_from_trash(row, done, files, dry_run))
-            continue
-        try:
-            lister = lister or _listing_client(settings)
-            verdict = (_check_restore if done is AuditAction.RESTORED else _check_purge)(row, lister)
-        except Exception as exc:
-            yield _outcome(row, AuditAction.FAILED, f"listing the key's versions: {first_line(exc, 200)}")
-            continue
-        if isinstance(verdict, tuple):
-            yield _outcome(row, *verdict)
-        elif dry_run:
-            yield _outcome(row, AuditAction.WOULD_RESTORE if done is AuditAction.RESTORED else AuditAction.WOULD_PURGE)
-        else:
-            ready[Target(row["table_root"], row["path"], row["length"], row["modificationTime"], tuple(verdict))] = row
-    for result in deleter.delete(list(ready)):
-        row = ready[result.target]
-        yield (_outcome(row, done, None, result.at_ms) if result.action is AuditAction.DELETED
-               else _outcome(row, AuditAction.FAILED, result.error, result.at_ms))
-
-
-def _outcome(row: Named, action: AuditAction, why: str | None = None, at_ms: int | None = None) -> tuple[Any, ...]:
-    """A row of ``_UNDONE``: the vacuum's row, with what this run did to it."""
-    return (row["table_root"], row["path"], row["length"], row["modificationTime"], action.value, why,
-            at_ms or epoch_ms(), row["version_id"], row["delete_marker_id"], row["trash_path"],
-            row["source_run_id"])
-
-
-class Files(Protocol):
-    def exists(self, uri: str) -> bool: ...
-    def move(self, uri: str, to: str) -> bool: ...
-    def delete(self, uri: str, recursive: bool = False) -> bool: ...
-
-
-class LocalFiles:
-    """The few file operations a trash needs, on an executor's local disk (Storage's, on the driver)."""
-
-    def exists(self, uri: str) -> bool:
-        return os.path.lexists(uris.local_path(uri))
-
-    def move(self, uri: str, to: str) -> bool:
-        """Never over a file at ``to``: a link fails where one exists, then the old name goes."""
-        source, target = uris.local_path(uri), uris.local_path(to)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.link(source, target)
-        os.remove(source)
-        return True
-
-    def delete(self, uri: str, recursive: bool = False) -> bool:
-        os.remove(uris.local_path(uri))
-        return True
-
-
-def _from_trash(row: Named, done: AuditAction, files: Files, dry_run: bool) -> tuple[AuditAction, str | None]:
-    """Move a file back from the trash (restore) or delete it there (purge), unless it is not as the run left it."""
-    path, trash = row["path"], row["trash_path"]
-    try:
-        if done is AuditAction.RESTORED:
-            if files.exists(path):
-                return AuditAction.NOT_RESTORED, "written again since the vacuum: a file is at its path again"
-            if not files.exists(trash):
-                return AuditAction.NOT_RESTORED, f"no longer in the trash ({trash}): purged?"
-            if not dry_run:
-                files.move(trash, path)
-        else:
-            if not files.exists(trash):
-                return AuditAction.ALREADY_ABSENT, f"no longer in the trash ({trash})"
-            if not dry_run:
-                files.delete(trash)
-    except Exception as exc:
-        return AuditAction.FAILED, first_line(exc, 200)
-    if dry_run:
-        return (AuditAction.WOULD_RESTORE if done is AuditAction.RESTORED else AuditAction.WOULD_PURGE), None
-    if isinstance(files, LocalFiles):  # run folders emptied by the move go too
-        run_folder = trash[:trash.index(f"/{row['source_run_id']}/") + len(row["source_run_id"]) + 1]
-        prune_empty_folders(os.path.dirname(uris.local_path(trash)), os.path.dirname(uris.local_path(run_folder)))
-    return done, None
-
-
-# A check's verdict: the version ids to delete, or (action, why) for a key left alone.
-Verdict = list[str] | tuple[AuditAction, str]
-
-
-def _check_restore(row: Named, client: Any) -> Verdict:
-    """The run's delete marker, to remove; or why the key is left alone."""
-    if row["delete_marker_id"] is None and not row["path"].startswith("s3:"):
-        return (AuditAction.NOT_RESTORED, "the delete was final: no delete marker or trash recorded (the store "
-                                          "keeps no versions, and the run had no --trash)")
-    versions = key_versions(client, row["path"])
-    latest = next((v for v in versions if v["IsLatest"]), None)
-    if row["delete_marker_id"] is None:  # what the key holds now, not a guess at why
-        now = ("it holds no version" if latest is None else
-               f"its latest version is {'a delete marker' if latest['marker'] else 'an object'} ({latest['VersionId']}) "
-               f"of {len(versions)}")
-        return (AuditAction.NOT_RESTORED, f"the delete was final: S3 named no delete marker for it, so nothing of the "
-                                          f"run's is there to take away; {now}")
-    if latest is None:
-        return (AuditAction.NOT_RESTORED, "the key holds no version any more (purged, or expired by a lifecycle "
-                                          "rule)")
-    if latest["VersionId"] != row["delete_marker_id"]:
-        what = "deleted again" if latest["marker"] else "written again"
-        return (AuditAction.NOT_RESTORED, f"{what} since the vacuum: {latest['VersionId']} is the latest "
-                                          f"version, not its delete marker {row['delete_marker_id']}")
-    if row["version_id"] and not any(v["VersionId"] == row["version_id"] for v in versions):
-        return (AuditAction.NOT_RESTORED, f"the version it hid ({row['version_id']}) is gone (purged, or expired "
-                                          "by a lifecycle rule)")
-    below = max((v for v in versions if v["VersionId"] != latest["VersionId"]
-                 and v["LastModified"] <= latest["LastModified"]), key=lambda v: v["LastModified"], default=None)
-    if below is None or below["marker"]:  # a store that cannot tell took a delete of a key already gone
-        return (AuditAction.NOT_RESTORED, "it was gone before the vacuum run: under the run's delete marker "
-                                          + (f"lies another, {below['VersionId']}" if below else "lies no version")
-                                          + ", so removing it would bring nothing back")
-    return [row["delete_marker_id"]]
-
-
-def _check_purge(row: Named, client: Any) -> Verdict:
-    """The versions to erase: the one the delete hid and every other noncurrent version of the key
-    older than the run's delete marker (a retried upload, an in-place copy: the same rows); or why
-    the key is left alone."""
-    hidden = row["version_id"]
-    if hidden is None:
-        return (AuditAction.NOT_PURGED, "the version the delete hid is not recorded (the inventory listed no "
-                                        "version id): expire it with a lifecycle rule")
-    listed = key_versions(client, row["path"])
-    versions = {v["VersionId"]: v for v in listed}
-    if hidden in versions and versions[hidden]["IsLatest"]:
-        return (AuditAction.NOT_PURGED, f"version {hidden} is current again (restored outside this tool): "
-                                        "not erased")
-    marker = versions.get(row["delete_marker_id"] or "")
-    until = (marker or versions.get(hidden) or {}).get("LastModified")
-    older = sorted(v["VersionId"] for v in listed if until is not None and not v["marker"] and not v["IsLatest"]
-                   and v["LastModified"] <= until and v["VersionId"] != hidden)
-    if hidden not in versions and not older:  # a purge that S3 refused in part erases the rest next time
-        return (AuditAction.ALREADY_ABSENT, f"version {hidden} is no longer held (expired by a lifecycle rule, "
-                                            "or deleted by another tool)")
-    return [v for v in (hidden, *older) if v in versions]
-
-
-def _listing_client(settings: DeleteSettings) -> Any:
-    """A client for the version listings, with botocore's own retries (reads are not paced)."""
-    return S3BatchDeleter.make_client(settings.endpoint_url, settings.read_timeout_seconds,
-                                      retries={"mode": "standard", "max_attempts": settings.max_attempts})
-
-
 def _lifecycle_warnings(settings: DeleteSettings, tables: dict[str, dict[str, int]],
                         undo_window_days: float | None) -> list[str]:
     """Lifecycle rules that expire noncurrent versions of these tables: reported, not fought.
@@ -567,7 +372,7 @@ def _lifecycle_warnings(settings: DeleteSettings, tables: dict[str, dict[str, in
             by_bucket.setdefault(bucket, []).append(prefix + "/")
     if not by_bucket:
         return warnings
-    client = _listing_client(settings)
+    client = settings.s3_client()
     for bucket, prefixes in sorted(by_bucket.items()):
         try:
             rules = client.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", [])

@@ -4,7 +4,7 @@ Four sources: ``--table`` URIs or catalog names, a ``--tables-file`` (YAML or JS
 ``--database`` (every Delta table of a catalog database: :class:`Database`), or ``--discover``
 (every Delta table root the inventory shows, filtered by globs: :class:`Discover`). Catalog
 names (``bronze.events``) are resolved to locations at the start of the run
-(:mod:`lakeio.catalog`). A tables file is a list of URIs or names, or of objects::
+(:mod:`lakeio.spark.catalog`). A tables file is a list of URIs or names, or of objects::
 
     - table: s3://lake/sales/orders
       retention_hours: 336     # optional, default: the table's own setting (retain_hours: the old name)
@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
-from lakeio import catalog, uris
 from lakeio.documents import load_document
 from lakeio.errors import HousekeepingError
+from lakeio.spark import catalog
+from lakeio.store import uris
 from vacuum_jobs.report import ReasonCode
 
 

@@ -3,7 +3,8 @@
 A dry run reports this value and a real run deletes it: the targets of the tables to vacuum are
 exactly what the deletes take, those of the tables in a dry run exactly what the report, the audit
 and ``--list-candidates`` name. A step after planning (the logs' re-check, the versions a versioned
-bucket keeps) returns a new plan, never changes one.
+bucket keeps, the bound of a plan reviewed before) returns a new plan, never changes one. The plan a
+run reports is materialized: its targets are rows, not a query that a later read would run again.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from types import MappingProxyType
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.inventory import is_current
-from lakeio.shapes import CANDIDATES, of_tables
+from lakeio.spark.shapes import CANDIDATES, of_tables
+from lakeio.store import uris
+from lakeio.store.uris import TableRoot
 from lakeio.text import StrEnum
-from lakeio.uris import TableRoot
 
 
 class Decision(StrEnum):
@@ -57,6 +58,11 @@ class VacuumPlan:
         decisions = {root: decided for root, decided in self.decisions.items() if root not in tables}
         targets = self.targets if files is None else self.targets.join(files, ["table_root", "path"], "left_anti")
         return VacuumPlan(MappingProxyType(decisions), of_tables(targets, list(decisions)) if tables else targets)
+
+    def within(self, reviewed: VacuumPlan) -> VacuumPlan:
+        """This plan less every target ``reviewed`` (a plan made before: a dry run's) does not name."""
+        return VacuumPlan(self.decisions, self.targets.join(reviewed.targets.select("table_root", "path"),
+                                                            ["table_root", "path"], "left_semi"))
 
     def with_versions(self, all_versions: DataFrame, purge: bool) -> VacuumPlan:
         """Each target's current version as the inventory (every version of every key) lists it:

@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeio import uris
 from lakeio.deltalog.paths import UnresolvablePath, resolve
 from lakeio.errors import HousekeepingError
-from lakeio.storage import Storage
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakeio import uris
-from lakeio.shapes import local_frame
+from lakeio.spark.shapes import local_frame
+from lakeio.store import uris
 
 
 def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:

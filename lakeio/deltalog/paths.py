@@ -4,7 +4,7 @@ Delta resolves log paths with Hadoop ``Path`` (``DeltaFileOperations.absolutePat
 the path is URL-encoded; a relative one is resolved against the table root; a
 scheme-less absolute one (``/warehouse/t/part-1.parquet``) is qualified with the
 table's scheme and authority; ``.``/``..`` segments and doubled slashes are folded.
-We resolve the same way, then compare on :func:`lakeio.uris.canonical` URIs.
+We resolve the same way, then compare on :func:`lakeio.store.uris.canonical` URIs.
 
 What we cannot resolve with certainty makes the table unreadable instead of being
 guessed: a malformed percent escape, a raw ``#`` or ``?`` (Hadoop's URI parsing makes a
@@ -25,8 +25,8 @@ from urllib.parse import unquote
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
+from lakeio.store import uris
 
 _HAS_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
 _PREFIX = r"^([A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?)"  # scheme and authority of a canonical URI

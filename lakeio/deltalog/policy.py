@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 from lakeio.deltalog import gates
 from lakeio.deltalog.keep import hidden, hidden_pattern, keep_set
 from lakeio.deltalog.replay import TableState
-from lakeio.shapes import local_frame
+from lakeio.spark.shapes import local_frame
+from lakeio.store.uris import TableRoot
 from lakeio.text import StrEnum
-from lakeio.uris import TableRoot
 
 
 class Category(StrEnum):

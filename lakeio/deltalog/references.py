@@ -27,9 +27,9 @@ from lakeio.deltalog import gates
 from lakeio.deltalog.keep import keep_set
 from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.replay import Replay, TableState, unresolvable
-from lakeio.shapes import REFERENCES, local_frame, of_tables
+from lakeio.spark.shapes import REFERENCES, local_frame, of_tables
+from lakeio.store.uris import TableRoot
 from lakeio.times import cutoff_ms
-from lakeio.uris import TableRoot
 
 # A table whose retention cannot be read keeps every tombstone it names.
 EVERY_TOMBSTONE = -(2 ** 62)

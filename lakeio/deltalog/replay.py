@@ -35,17 +35,17 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lakeio import uris
 from lakeio.deltalog.keep import dv_relative_path_col
 from lakeio.deltalog.paths import is_plain, with_resolved
 from lakeio.deltalog.segments import LogSegment, log_segments
 from lakeio.errors import HousekeepingError
-from lakeio.shapes import FILE_ACTIONS, local_frame, without_tables
-from lakeio.spark import TASK_FAILURE_LOGGERS, is_missing_file, quiet_logs
-from lakeio.storage import Storage
-from lakeio.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
+from lakeio.spark.session import TASK_FAILURE_LOGGERS, is_missing_file, quiet_logs
+from lakeio.spark.shapes import FILE_ACTIONS, local_frame, without_tables
+from lakeio.spark.tasks import ACTIONS_PER_READ_TASK, COMMITS_PER_READ_TASK, by_key, packed, small_shuffles
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.store.uris import TableRoot
 from lakeio.text import first_line
-from lakeio.uris import TableRoot
 
 KNOWN_DV_STORAGE_TYPES = ("u", "p", "i")  # PROTOCOL.md "Deletion Vector Descriptor Schema"
 
@@ -522,7 +522,7 @@ class LogFileVanished(HousekeepingError):
 def naming_vanished_logs(roots: Sequence[TableRoot]) -> Iterator[None]:
     """Inside, a Spark job that fails for a file gone from one of ``roots``' ``_delta_log/`` raises
     :class:`LogFileVanished` naming that table; any other error passes as it is. Spark says which file
-    only in its message (told apart from other errors by its class: lakeio.spark.is_missing_file)."""
+    only in its message (told apart from other errors by its class: lakeio.spark.session.is_missing_file)."""
     try:
         yield
     except Exception as error:

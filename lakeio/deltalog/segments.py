@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.storage import Storage
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lakeio.spark import session_setting
+from lakeio.spark.session import session_setting
 
 COMMITS_PER_READ_TASK = 500  # the summary knows only how many commits it reads
 ACTIONS_PER_READ_TASK = 250_000

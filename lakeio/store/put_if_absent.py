@@ -1,7 +1,7 @@
 """Proof, before a job's first commit, that its store puts a commit only where none is.
 
 Every commit of ours is a put-if-absent: deltalake's into our own tables (``If-None-Match: *`` on
-S3, lakeio.delta_write) and ours into a table's history (vacuum_jobs.history). Two writers of one
+S3, lakeio.tables.write) and ours into a table's history (vacuum_jobs.history). Two writers of one
 version are then told apart by the store: the second is refused and reads the log again. AWS S3
 enforces the condition; an S3-compatible store may take the header and ignore it, and there the
 later of two commits of one version silently replaces the earlier, and with it a day's delivery or
@@ -23,12 +23,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
+from lakeio.store import s3, uris
 from lakeio.text import first_line
 
-# S3's answers to a conditional put where the key exists (412), or another conditional write to it is under way (409).
-REFUSED = ("PreconditionFailed", "ConditionalRequestConflict")
 LOCKING_PROVIDER = "AWS_S3_LOCKING_PROVIDER"
 
 _proven: set[str] = set()  # endpoints proven in this process
@@ -53,10 +51,9 @@ def prove(folder: str, what: str, client_of: Callable[[], Any] | None = None) ->
     folder = uris.canonical(folder)  # s3a:// and s3n:// name the same store
     if uris.scheme_of(folder) != "s3":
         return
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = client_of() if client_of is not None else boto3.session.Session().client("s3")
+    client = client_of() if client_of is not None else s3.client()
     endpoint = str(client.meta.endpoint_url)
     with _lock:
         if endpoint in _proven:
@@ -66,12 +63,12 @@ def prove(folder: str, what: str, client_of: Callable[[], Any] | None = None) ->
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=b"does this store honour If-None-Match?\n", IfNoneMatch="*")
             except ClientError as exc:  # a fresh key: only a retry of this very put, whose answer was lost, finds it
-                if exc.response.get("Error", {}).get("Code") not in REFUSED:
+                if s3.error_code(exc) not in s3.PUT_REFUSED:
                     raise
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=b"a second put of the key\n", IfNoneMatch="*")
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") not in REFUSED:
+                if s3.error_code(exc) not in s3.PUT_REFUSED:
                     raise
             else:
                 raise PutIfAbsentUnproven(

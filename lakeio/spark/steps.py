@@ -32,7 +32,9 @@ class Step(StrEnum):
     VERIFYING = "verifying"
     VALIDATING = "validating"
     WRITING = "writing"
-    # job 2, vacuum
+    # job 2, vacuum (the first two only where there is something to do: catalog names, an audit table)
+    RESOLVING_NAMES = "resolving the names"
+    READYING_AUDIT = "readying the audit"
     INVENTORY_DATE = "the inventory's date"
     FINDING_TABLES = "finding the Delta tables"
     PLANNING = "planning"

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeio.errors import HousekeepingError
-from lakeio.spark import jvm_of
-from lakeio.uris import TableRoot
+from lakeio.spark.session import jvm_of
+from lakeio.store.uris import TableRoot
 
 _TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(), "boolean": BooleanType(),
           "double": DoubleType()}

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.spark import HIDDEN_FOLDER_LOGGER, JvmObject, jvm_of, quiet_logs
+from lakeio.spark.session import HIDDEN_FOLDER_LOGGER, JvmObject, jvm_of, quiet_logs
+from lakeio.store import uris
 
 
 class MoveFailed(HousekeepingError, OSError):

@@ -26,10 +26,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lakeio import uris
-from lakeio.delta_write import open_table
 from lakeio.errors import HousekeepingError
-from lakeio.spark import delta_jars_present
+from lakeio.spark.session import delta_jars_present
+from lakeio.store import uris
+from lakeio.tables.write import open_table
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -8,7 +8,7 @@ on S3, a create-or-fail rename on a local disk. Delta's Spark writer would commi
 store, which on S3 (``S3SingleDriverLogStore``) is safe for one JVM only: two of our runs at once
 (two schedules, a retry while the first still runs) could each write version N, the later PUT
 replacing the earlier commit and with it a day's delivery or the record of a run's deletes. The
-result is a standard Delta table that any engine reads. :mod:`lakeio.put_if_absent` proves, before
+result is a standard Delta table that any engine reads. :mod:`lakeio.store.put_if_absent` proves, before
 a job's first commit, that the store honours the condition.
 
 Each run writes below its own folder ``<table>/run-<UTC stamp>-<id>/`` (partition folders inside
@@ -41,10 +41,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError, InvalidOption
-from lakeio.spark import session_setting
-from lakeio.storage import Storage
+from lakeio.spark.session import session_setting
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import LONGEST, shorten_end, storage_advice
 from lakeio.times import epoch_ms
 

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.jvm_archive import cache_dir
-from lakeio.storage import Storage
+from lakeio.spark.jvm_archive import cache_dir
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 A version under a retention period (governance or compliance mode) or a legal hold cannot be
 deleted: S3 refuses the delete of that version (a delete without a version id still adds a
 delete marker). A purge meets the lock in S3's answer and asks the version's own headers
-(``vacuum_jobs.deleter``); the erasure evidence reads it from the inventory's
+(``vacuum_jobs.deletes``); the erasure evidence reads it from the inventory's
 ``object_lock_*`` fields (``lake_reports.erasure_evidence``). Both say it in the words below.
 """
 

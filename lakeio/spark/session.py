@@ -5,7 +5,7 @@ The cluster decides: master and every setting come from spark-submit (``--master
 Databricks). Only what nobody set is filled in: ``local[*]`` when there is no master,
 a few shuffle partitions per core on a local master, no console progress bars, and a driver
 JVM we launch ourselves starts from the class-data archive if there is one
-(lakeio.jvm_archive). Delta's
+(lakeio.spark.jvm_archive). Delta's
 SQL extension and catalog are configured only when Delta's jars are already on the
 classpath: we detect them, we never download them.
 """
@@ -28,8 +28,8 @@ import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from lakeio import jvm_archive
 from lakeio.errors import HousekeepingError
+from lakeio.spark import jvm_archive
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -91,7 +91,7 @@ S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 def engine_jars() -> str:
     """Which Delta and S3 connector jars this driver loads, by jar name: what every run says in its first
-    line. deltalake commits our tables either way (lakeio.delta_write: put-if-absent on every store)."""
+    line. deltalake commits our tables either way (lakeio.tables.write: put-if-absent on every store)."""
     delta, s3a = _jar_of(DELTA_EXTENSION), _jar_of(S3A_FILE_SYSTEM)
     said = f"Delta's jars ({delta})" if delta else "no Delta jars"
     return f"{said}; deltalake commits our tables; " + (f"S3 connector {s3a}" if s3a else "no S3 connector (s3a://)")
@@ -156,7 +156,7 @@ def _launch_conf(master: str | None = None) -> SparkConf:
 
 def _start_jvm(submitted: bool, launch_args: str) -> None:
     """Start (or join) the driver JVM; one this process launches starts from the class-data archive
-    when there is one (lakeio.jvm_archive), and logs as :data:`LOG_CONFIG` says."""
+    when there is one (lakeio.spark.jvm_archive), and logs as :data:`LOG_CONFIG` says."""
     with_archive = (None if submitted or SparkContext._gateway is not None
                     else jvm_archive.submit_args(launch_args, also=_quiet_jvm_options()))
     if with_archive is None:

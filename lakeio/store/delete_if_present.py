@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lakeio import uris
+from lakeio.store import s3, uris
 from lakeio.text import first_line
 
 # S3's answers to a delete under ``ETag: *`` of a key that is not there (404), or a condition not met (412).
@@ -37,10 +37,9 @@ def why_deletes_cannot_tell(folder: str | None, client_of: Callable[[], Any] | N
     endpoint and process."""
     if folder is None or uris.scheme_of(uris.canonical(folder)) != "s3":
         return "no --audit-table on S3 to prove in that the store's deletes tell a missing key (If-Match: *)"
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = client_of() if client_of is not None else boto3.session.Session().client("s3")
+    client = client_of() if client_of is not None else s3.client()
     endpoint = str(client.meta.endpoint_url)
     with _lock:
         if endpoint not in _asked:

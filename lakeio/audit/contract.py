@@ -9,7 +9,7 @@ run whose delete they undo or finish (``source_run_id``). A vacuum's table row c
 SHA-256 of the table's commit file at the version it planned from (``log_sha256``).
 
 Every row is chained to the one before it by a SHA-256 (``seq``, ``prev_hash``, ``row_hash``, and
-``chain_version`` for how it was made; see :mod:`lakeio.audit_chain`), so that an edited or deleted
+``chain_version`` for how it was made; see :mod:`lakeio.audit.chain`), so that an edited or deleted
 row shows.
 
 The columns from ``version_id`` on came later (``LATER_COLUMNS``): a table written before them
@@ -26,12 +26,14 @@ from datetime import date, datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio import audit_chain, audit_journal, uris
-from lakeio.delta_read import TableNotFound, partition_values, read_delta
-from lakeio.delta_write import COMMIT_ATTEMPTS, BeforeCommit, CommitLost, check_target, open_table, write_delta
+from lakeio.audit import chain as audit_chain
+from lakeio.audit import journal as audit_journal
 from lakeio.deltalog.commits import commit_file
-from lakeio.shapes import OUTCOMES
-from lakeio.storage import Storage
+from lakeio.spark.shapes import OUTCOMES
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
+from lakeio.tables.read import TableNotFound, partition_values, read_delta
+from lakeio.tables.write import COMMIT_ATTEMPTS, BeforeCommit, CommitLost, check_target, open_table, write_delta
 from lakeio.text import StrEnum, first_line
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class AuditAction(StrEnum):
     DELETED = "deleted"
     ALREADY_ABSENT = "already_absent"  # the store says it was gone before the delete
     # gone after the run's delete, which the store took without saying whether the key was there (S3 without
-    # conditional deletes: lakeio.delete_if_present); not counted as deleted, nor as absent
+    # conditional deletes: lakeio.store.delete_if_present); not counted as deleted, nor as absent
     DELETED_OR_ABSENT = "deleted_or_absent"
     FAILED = "failed"
     TABLE_VACUUMED = "table_vacuumed"
@@ -133,10 +135,10 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
     ``outcomes`` (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``:
     the vacuum run a restore or purge acts on, unless a table (``RunTable.source_run_id``) or an
     outcome (a ``source_run_id`` column) names its own: one purge catching up on several vacuum runs
-    is still one run of the chain. The rows are chained after the table's head (lakeio.audit_chain):
+    is still one run of the chain. The rows are chained after the table's head (lakeio.audit.chain):
     two runs appending at once fork the chain, which verifying reports. When the append fails, the
-    rows are kept for the next run (lakeio.audit_journal) and :class:`AuditNotRecorded` says where.
-    ``before_commit``: see lakeio.delta_write.write_delta."""
+    rows are kept for the next run (lakeio.audit.journal) and :class:`AuditNotRecorded` says where.
+    ``before_commit``: see lakeio.tables.write.write_delta."""
     rows = run_rows(spark, run_id, started_ms, tables, outcomes, inventory_date, source_run_id)
     try:
         append_rows(spark, audit_table, rows, rows_date(started_ms), before_commit=before_commit)
@@ -209,7 +211,7 @@ class Recorded:
 def record_kept(spark: SparkSession, audit_table: str, journal: str | None = None,
                 settle: Callable[[DataFrame, str], Settled | None] | None = None, *,
                 before_commit: BeforeCommit | None = None) -> Recorded:
-    """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit_journal) to
+    """Append every run kept in ``journal`` (default: the audit table's own, lakeio.audit.journal) to
     the audit table, the earliest first, each in one chained append, and remove each once it is in;
     a kept run the audit already holds is removed, not appended again. A run that left only the
     files it set out to delete (killed before it recorded) becomes the rows ``settle`` makes of them
@@ -302,7 +304,7 @@ def head(spark: SparkSession, audit_table: str, version: int | None = None) -> a
 
 
 def verify_chain(spark: SparkSession, audit_table: str, expected_head: str | None = None) -> audit_chain.ChainCheck:
-    """Check the audit table's hash chain (lakeio.audit_chain.verify). Raises delta_read.TableNotFound."""
+    """Check the audit table's hash chain (lakeio.audit.chain.verify). Raises delta_read.TableNotFound."""
     return audit_chain.verify(read_audit(spark, audit_table), expected_head)
 
 

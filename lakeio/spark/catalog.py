@@ -20,10 +20,10 @@ import re
 
 from pyspark.sql import SparkSession
 
-from lakeio import uris
 from lakeio.errors import HousekeepingError
-from lakeio.spark import quiet_query_errors
-from lakeio.storage import Storage
+from lakeio.spark.session import quiet_query_errors
+from lakeio.store import uris
+from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 
 _PART = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
