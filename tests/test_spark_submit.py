@@ -210,7 +210,7 @@ def test_both_jobs_run_on_a_standalone_cluster(standalone_cluster, tmp_path):
     assert set(apps.values()) <= registered  # both applications ran on this master
     # The deletes ran in an executor process: its log (in the worker's folder) has the delete task's tally.
     executor_logs = "".join(p.read_text() for p in (work_dir / apps[vacuumed]).glob("*/stderr"))
-    assert re.search(r"vacuum_jobs\.deleter: delete task in process \d+: 1 deleted", executor_logs)
+    assert re.search(r"vacuum_jobs\.delete_tasks: delete task in process \d+: 1 deleted", executor_logs)
     # Every step was labelled for the Spark UI (the event log is what the history server shows).
     labels = set()
     for line in (events / apps[vacuumed]).read_text().splitlines():
