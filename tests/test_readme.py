@@ -17,6 +17,7 @@ import vacuum_jobs
 from demo.lake import build_lake
 from inventory_etl.producer import objects_in_folder, write_delivery
 from tests.conftest import README, documentation
+from tests.lakes import now_ms
 
 
 def python_block(heading: str) -> str:
@@ -126,14 +127,20 @@ def readme_commands(module: str) -> list[list[str]]:
 
 def test_every_readme_vacuum_command_parses():
     """The flags README shows for job 2, restore and purge are the ones the parsers take."""
+    from vacuum_jobs import pin_commands
     from vacuum_jobs.cli import build_parser, build_undo_parser
     from vacuum_jobs.restore_purge import UndoCommand
 
     commands = readme_commands("vacuum_jobs")
     assert {c[0] for c in commands if c and c[0] in tuple(UndoCommand)} == set(UndoCommand)
+    assert {c[0] for c in commands if c and c[0] in tuple(pin_commands.PinCommand)} == set(pin_commands.PinCommand)
     for argv in commands:
         if argv and argv[0] in tuple(UndoCommand):
             build_undo_parser(argv[0]).parse_args(argv[1:])
+        elif argv and argv[0] in tuple(pin_commands.PinCommand):
+            command = pin_commands.PinCommand(argv[0])
+            parser = pin_commands.build_parser(command)
+            pin_commands.wanted_pin(parser, parser.parse_args(argv[1:]), command, now_ms())  # checked before Spark
         else:
             build_parser().parse_args(argv)
 

@@ -15,6 +15,8 @@ from lake_reports.copies import COPY_STATUSES, ETAG_KINDS, CopyStatus, EtagKind
 from lake_reports.erasure_decision import BOUNDED_BY_VACUUMS, GONE, NEEDS_ACTION, ErasureStatus
 from lake_reports.erasure_document import COLOURS, VerdictStatus
 from lakeio.audit.contract import FINAL_STATUSES
+from lakeio.deltalog.pinned import PinState
+from lakeio.pins import PinSource
 from tests.report_schemas import SCHEMAS
 from vacuum_jobs.report import ReasonCode
 from vacuum_jobs.restore_purge import UndoCommand
@@ -32,6 +34,8 @@ IN_SCHEMAS = {
     ("erasure-evidence", "properties/verdict/properties/status"): VerdictStatus,
     ("vacuum-report", "$defs/table/properties/status"): FINAL_STATUSES,  # a report never says pending
     ("vacuum-report", "$defs/table/properties/reason_code/anyOf/1"): ReasonCode,
+    ("vacuum-report", "$defs/pin/properties/state"): PinState,
+    ("vacuum-report", "$defs/pin/properties/source"): PinSource,
 }
 PRODUCED_BY_TESTS = (ErasureStatus, CopyStatus, EtagKind, VerdictStatus, ChargeCategory, DeliveryStatus, UndoCommand,
                      ReasonCode)

@@ -27,12 +27,16 @@ from lakeio.deltalog.replay import TableState
 from lakeio.deprecation import renamed_keywords
 from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.inventory import InventorySnapshot, current_objects
+from lakeio.pins import KeepVersions, Pin
+from lakeio.pins import keep_versions as pins_given
 from lakeio.spark.session import check_workers
 from lakeio.spark.steps import Step, Steps, one_run
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
+from lakeio.tables.pins import pins_in_force
 from lakeio.tables.write import BeforeCommit
+from lakeio.text import first_line
 from lakeio.times import epoch_ms, iso_utc
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.execution import Execution
@@ -93,6 +97,8 @@ def vacuum(
     history: bool | None = None,
     now_ms: int | None = None,
     plan: VacuumPlan | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
@@ -123,6 +129,10 @@ def vacuum(
             on its tables only and deletes only the files it names that the run finds deletable now, its
             logs read and checked again; a table it does not hold is skipped (``not_in_plan``), a file
             found now that it does not name is kept (``outside_plan_files``).
+        keep_versions: pinned versions, kept readable whatever the retention (docs/pins.md):
+            ``{table: [version, ...]}`` (deltalake's name; an entry may be a mapping with ``version`` or
+            ``timestamp``, ``reason``, ``expires``) or a list of :class:`lakeio.pins.Pin`.
+        pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins are kept too.
 
     Returns:
         The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
@@ -133,7 +143,8 @@ def vacuum(
     options = VacuumOptions(inventory_table, inventory_date=inventory_date, max_inventory_age_hours=max_inventory_age_hours,
                             retention_hours=retention_hours, enforce_retention_duration=enforce_retention_duration,
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
-                            delete=delete or DeleteSettings(), history=history, now_ms=now_ms)
+                            delete=delete or DeleteSettings(), history=history, now_ms=now_ms,
+                            keep_versions=pins_given(keep_versions), pins_table=pins_table)
     return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
@@ -173,11 +184,13 @@ class BatchVacuum:
             raise self._refused(run, _nothing_to_vacuum(tables, all_roots))
         run_tables = RunTables({t.root: TableReport(t.uri, name=t.name) for t in targets})
         run.report.tables = run_tables.reports() + names.not_run
+        pins = self._pins(run, targets)
         planning = Planning(self.spark, self.storage, self.options, self.progress,
                             functools.partial(self._decide_history, run, run_tables))
         read = planning.read_and_plan(inventory, self.readiness.runnable(targets, run_tables, plan), run_tables,
-                                      all_roots, run.now_ms, recorded=run.audit_table is not None)
+                                      all_roots, run.now_ms, recorded=run.audit_table is not None, pins=pins)
         run.report.references_unknown = {root: why for root, why in read.references_unknown.items()}
+        run.report.pins = list(read.pins.versions.statuses.values()) if read.pins is not None else []
         try:
             if read.plan is not None:
                 planning.check_coverage(read.plan, run_tables)
@@ -230,6 +243,18 @@ class BatchVacuum:
         """The whole run refused, its report timed so far."""
         run.report.refused = reason
         return RunRefused(reason, self._timed(run))
+
+    def _pins(self, run: VacuumRun, targets: list[TableTarget]) -> list[Pin]:
+        """The run's pins: the options', the tables file's, the pins table's; the run is refused where the
+        pins table cannot be read (its pins would not be kept)."""
+        pins = [*self.options.keep_versions, *(p for t in targets for p in t.keep_versions)]
+        if self.options.pins_table:
+            try:
+                pins += pins_in_force(self.spark, self.options.pins_table)
+            except Exception as exc:  # missing, unreadable: nothing may be deleted that a pin in it keeps
+                raise self._refused(run, f"cannot read the pins table {self.options.pins_table}: {first_line(exc)} "
+                                         "(python -m vacuum_jobs pin creates it)") from None
+        return pins
 
     def _resolve_names(self, run: VacuumRun, tables: Tables) -> ResolvedNames:
         """The run's names resolved to locations (readiness.resolved_names), a step of its own where a

@@ -1,10 +1,11 @@
 """``python -m vacuum_jobs``: vacuum many Delta tables in one run from the inventory table;
 ``python -m vacuum_jobs restore`` / ``purge``: undo a run's deletes, or erase them for good;
-``python -m vacuum_jobs record``: append runs the audit table could not take when they ran.
+``python -m vacuum_jobs record``: append runs the audit table could not take when they ran;
+``python -m vacuum_jobs pin`` / ``unpin`` / ``pins``: the pins table (vacuum_jobs.pin_commands).
 
 Exit status: 0 when every table was vacuumed, dry-run or skipped (every key restored or
 purged, or kept by a purge only because a table needs it again: a warning); 1 when any table
-was refused or failed, or the store refused a VACUUM START or END the run meant to write into a
+was refused or failed, or a pin is broken, or the store refused a VACUUM START or END the run meant to write into a
 table's log (any key left alone for another reason, or failed; a log a purge could not read); 2
 for usage errors.
 """
@@ -44,6 +45,8 @@ from vacuum_jobs.batch_vacuum import BatchVacuum, RunRefused, Tables
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.history import LOGGING_SETTING
 from vacuum_jobs.options import VacuumOptions
+from vacuum_jobs.pin_commands import PinCommand
+from vacuum_jobs.pin_commands import main as pin_main
 from vacuum_jobs.report import ReasonCode, RunReport
 from vacuum_jobs.restore_purge import Undo, UndoCommand, UndoError, UndoOptions
 
@@ -101,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "or a URI); the summary names the first few per table, the report the first 100")
     parser.add_argument("--audit-table", metavar="TABLE", type=place("TABLE"),
                         help="append one row per planned file to this Delta table")
+    parser.add_argument("--pins-table", metavar="TABLE", type=place("TABLE"),
+                        help="keep every version the pins in this table pin ('python -m vacuum_jobs pin' writes it); "
+                             "a tables file's keep_versions are kept too")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
                              "older than the inventory (default: %(default)g)")
@@ -247,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         return undo_main(UndoCommand(argv[0]), argv[1:])
     if argv and argv[0] == RECORD_COMMAND:
         return record_main(argv[1:])
+    if argv and argv[0] in tuple(PinCommand):
+        return pin_main(PinCommand(argv[0]), argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if (args.include or args.exclude) and not args.discover:
@@ -271,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             min_coverage=args.min_coverage,
             delete=delete,
             history=args.history,
+            pins_table=args.pins_table,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

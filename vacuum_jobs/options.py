@@ -7,6 +7,7 @@ from datetime import date
 
 from lakeio.deprecation import Renamed, opposite, renamed_keywords
 from lakeio.errors import InvalidOption
+from lakeio.pins import Pin
 from lakeio.store import uris
 from vacuum_jobs.deletes import DeleteSettings
 
@@ -29,6 +30,8 @@ class VacuumOptions:
     audit_table: str | None = None
     min_coverage: float = 0.5  # below this share of old live files listed, the inventory "does not cover" a table
     delete: DeleteSettings = field(default_factory=DeleteSettings)
+    keep_versions: tuple[Pin, ...] = ()  # pinned versions (lakeio.pins): their files are kept, whatever the retention
+    pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins are kept too
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 

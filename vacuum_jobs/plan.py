@@ -50,6 +50,9 @@ class Plan:
     candidates: DataFrame  # shapes.CANDIDATES
     refused: dict[TableRoot, str] = field(default_factory=dict)  # why its log cannot be trusted
     cached: tuple[DataFrame, ...] = ()
+    # Per pin (its index in the run's pins) of the planned tables: its files written before the
+    # inventory that the inventory does not list, how many and the first by path.
+    pins_missing: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def release(self) -> None:
         """Drop what a deleting run cached, once its deletes are done."""
@@ -60,7 +63,7 @@ class Plan:
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
     inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False, log_rows: int = 0,
-    references: DataFrame | None = None,
+    references: DataFrame | None = None, pinned: DataFrame | None = None,
 ) -> Plan:
     """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
 
@@ -74,14 +77,18 @@ def plan_tables(
     classified paths are kept for the deletes that follow; a dry run needs nothing cached.
     ``log_rows``, the log rows ``files`` came from (``Replay.rows``), sizes the per-path
     aggregation's tasks. ``references`` (shapes.REFERENCES, see deltalog.references) are files
-    other tables need: such a file is ``referenced``, never a candidate.
+    other tables need: such a file is ``referenced``, never a candidate. ``pinned``
+    (shapes.PINNED_FILES, see deltalog.pinned) are files pinned versions read: such a file is
+    ``pinned``, never a candidate, and the pins whose files the inventory no longer lists are
+    found in the classified rows (kept for that pass).
     """
     INVENTORY_ROWS.check(inventory)
     FILE_ACTIONS.check(files)
+    cache = cache or pinned is not None
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
     roots = sorted({p.table_root for p in policies} | set(other_roots))
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
-                         roots, inventory_as_of_ms, log_rows, references)
+                         roots, inventory_as_of_ms, log_rows, references, pinned)
     classified = per_path.join(F.broadcast(tables), "table_id").select(
         "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
             F.col("relative")).alias("path"),
@@ -94,11 +101,12 @@ def plan_tables(
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
     candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns)
-    return Plan(plans, candidates, refused, (classified,) if cache else ())
+    missing = _pins_missing(classified, pinned, inventory_as_of_ms) if pinned is not None else {}
+    return Plan(plans, candidates, refused, (classified,) if cache else (), missing)
 
 
 def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int,
-              log_rows: int, references: DataFrame | None) -> DataFrame:
+              log_rows: int, references: DataFrame | None, pinned: DataFrame | None) -> DataFrame:
     """One row per (table, path) that the inventory lists under a planned table or its log names:
     the log's facts about it, and the inventory's newest row of it (``present`` when that row is
     a current object). Two inventory configurations listing one object give one row.
@@ -110,7 +118,8 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     this scan; they are about as many as the log's (``log_rows``), a table's files being in both.
     ``referenced_by`` is the index in ``roots`` of a table that needs the file from another table's
     folder (the least of them; -1 for a table not among ``roots``): a number, since Spark hashes
-    only fixed-width aggregate buffers (a string one makes it sort every row)."""
+    only fixed-width aggregate buffers (a string one makes it sort every row). ``pinned_by`` is, likewise,
+    the least index of a pin whose version reads the file."""
     inside = F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
     relative = F.when(F.col("inside"), F.expr("substring(path, length(table_root) + 2)")).otherwise(F.col("path"))
     live = F.col("kind") == "add"
@@ -150,9 +159,15 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
             "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
             F.coalesce(F.col("id"), F.lit(-1)).alias("referencing")), allowMissingColumns=True)
         referenced = [F.min("referencing").alias("referenced_by")]
+    pinning = [F.lit(None).cast("int").alias("pinned_by")]
+    if pinned is not None:
+        rows = rows.unionByName(pinned.where(F.col("path").isNotNull()).join(tables, "table_root").withColumn(
+            "inside", inside).select("table_id", "inside", relative.alias("relative"), F.col("pin").alias("pinning")),
+            allowMissingColumns=True)
+        pinning = [F.min("pinning").alias("pinned_by")]
     rows = by_key(rows, key, 2 * log_rows)
     return rows.groupBy(*key).agg(
-        *referenced,
+        *referenced, *pinning,
         F.max("keep_live").alias("live"), F.max("log_live").alias("log_live"),
         F.max("log_tombstone").alias("log_tombstone"), F.max("log_size").alias("log_size"),
         F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),
@@ -209,6 +224,17 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         plan.counts = TableCounts(**{name: added[name] for name in added if name.endswith(("_files", "_bytes"))})
         plan.referenced_by = referenced_by.get(root, {})
     return plans, unresolved
+
+
+def _pins_missing(classified: DataFrame, pinned: DataFrame, as_of_ms: int) -> dict[int, tuple[int, str]]:
+    """Per pin, its files below its table written before the inventory was taken that the inventory does not
+    list as current (how many, and the first by path): the pinned version cannot be read whole."""
+    listed = classified.where(F.col("present")).select("table_root", "path")
+    inside = F.col("path").startswith(F.concat(F.col("table_root"), F.lit("/")))
+    old = pinned.where(F.col("path").isNotNull() & inside & (F.col("modification_time") < as_of_ms))
+    gone = old.join(listed, ["table_root", "path"], "left_anti")
+    return {row["pin"]: (row["n"], row["first"])
+            for row in gone.groupBy("pin").agg(F.count("path").alias("n"), F.min("path").alias("first")).collect()}
 
 
 def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) -> None:

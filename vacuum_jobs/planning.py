@@ -9,14 +9,17 @@ and the others are read and planned again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from lakeio.deltalog.pinned import PinnedRead, forecast, read_pinned
 from lakeio.deltalog.policy import TablePolicy
-from lakeio.deltalog.references import References, needed_elsewhere, retention_cutoffs
+from lakeio.deltalog.references import NO_TOMBSTONE, References, needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import LogFileVanished, Replay, naming_vanished_logs, read_logs
 from lakeio.inventory import InventorySnapshot
+from lakeio.pins import Pin
 from lakeio.spark.steps import Step, Steps
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
@@ -35,6 +38,7 @@ class Planned:
     replay: Replay
     plan: Plan | None
     references_unknown: dict[TableRoot, str]
+    pins: PinnedRead | None = None  # the run's pins, each with its status; None without pins
 
 
 class Planning:
@@ -47,24 +51,29 @@ class Planning:
         self.gates = TableGates(options, decide_history)
 
     def read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget], run_tables: RunTables,
-                      all_roots: list[TableRoot], now_ms: int, *, recorded: bool) -> Planned:
+                      all_roots: list[TableRoot], now_ms: int, *, recorded: bool, pins: Sequence[Pin] = ()) -> Planned:
         """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
         one that a writer's log cleanup removed in between refuses its own table, and the others are
-        read and planned again without it (its log is then read afresh for what it needs from them)."""
+        read and planned again without it (its log is then read afresh for what it needs from them).
+        ``pins``' versions are read first: their files are kept, in the run's tables and wherever a pinned
+        version of any table names another table's file."""
         in_run = {t.root for t in targets}
         lake = sorted(set(all_roots) | in_run)
         others = [root for root in lake if root not in in_run]
         vanished: dict[TableRoot, str] = {}
+        pinned = self._read_pins(pins, now_ms) if pins else None
         while True:
             replay = self._read_logs(targets, run_tables)
             policies = self.gates.apply(targets, replay, run_tables, now_ms)
             if not policies:
-                return Planned(replay, None, {})  # nothing planned: no file of the run is at stake
+                return Planned(replay, None, {}, pinned)  # nothing planned: no file of the run is at stake
             try:
                 with naming_vanished_logs([p.table_root for p in policies] + others):
-                    references = self._references(replay, self._read_other_logs(others), policies, lake, now_ms)
-                    plan = self._plan(inventory, replay, policies, run_tables, lake, references, recorded=recorded)
+                    outside = self._read_other_logs(others)
+                    references = self._references(replay, outside, policies, lake, now_ms, pinned)
+                    plan = self._plan(inventory, replay, policies, run_tables, lake, references, pinned,
+                                      recorded=recorded)
             except LogFileVanished as lost:
                 replay.release()
                 why = f"a file of its log vanished while the run planned (a writer's log cleanup?): {lost.cause}"
@@ -79,7 +88,9 @@ class Planning:
             except BaseException:
                 replay.release()
                 raise
-            return Planned(replay, plan, {**references.unknown, **vanished})
+            if pinned is not None:
+                self._forecast(pinned, replay, outside, now_ms)
+            return Planned(replay, plan, {**references.unknown, **vanished}, pinned)
 
     def _read_logs(self, targets: list[TableTarget], run_tables: RunTables) -> Replay:
         """One listing of each ``_delta_log/`` (not of the data), then every log on Spark at once. Sets each
@@ -94,6 +105,19 @@ class Planning:
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
         return replay
 
+    def _read_pins(self, pins: Sequence[Pin], now_ms: int) -> PinnedRead:
+        """The pinned versions resolved and their logs read, before the run's own logs."""
+        self.progress.begin(Step.READING_PINS, f"reading {len(pins)} pinned version(s)")
+        return read_pinned(self.spark, self.storage, pins, now_ms)
+
+    @staticmethod
+    def _forecast(pinned: PinnedRead, replay: Replay, outside: Replay | None, now_ms: int) -> None:
+        """When Delta's log cleanup may take each pinned version, by its table's settings now."""
+        states = {**(outside.states if outside is not None else {}), **replay.states}
+        for status in pinned.versions.statuses.values():
+            state = states.get(status.pin.root)
+            forecast(status, state.configuration if state is not None else None, now_ms)
+
     def _read_other_logs(self, roots: list[TableRoot]) -> Replay | None:
         """The summaries of the lake's other Delta tables: for the files they need from the run's tables."""
         if not roots:
@@ -102,9 +126,10 @@ class Planning:
         return read_logs(self.spark, self.storage, roots, check_paths=False)
 
     def _references(self, replay: Replay, outside: Replay | None, policies: list[TablePolicy], lake: list[TableRoot],
-                    now_ms: int) -> References:
+                    now_ms: int, pinned: PinnedRead | None) -> References:
         """What each Delta table of the lake needs from another's folder, by its own retention (or the
-        run's, where that keeps more). A table whose references cannot be read is named, not guessed."""
+        run's, where that keeps more), and what each pinned version reads there. A table whose references
+        cannot be read is named, not guessed."""
         cutoffs = retention_cutoffs(replay.states.values(), now_ms)
         for policy in policies:
             cutoffs[policy.table_root] = min(cutoffs[policy.table_root], policy.cutoff_ms)
@@ -114,10 +139,13 @@ class Planning:
             references = references.add(
                 needed_elsewhere(outside, retention_cutoffs(outside.states.values(), now_ms), lake, check_paths=True))
             references.unknown.update({root: f"unreadable log: {why}" for root, why in outside.failures.items()})
+        for version, _ in pinned.rounds if pinned is not None else ():
+            references = references.add(needed_elsewhere(version, dict.fromkeys(version.states, NO_TOMBSTONE), lake))
         return references
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
-              run_tables: RunTables, lake: list[TableRoot], references: References, *, recorded: bool) -> Plan:
+              run_tables: RunTables, lake: list[TableRoot], references: References, pinned: PinnedRead | None, *,
+              recorded: bool) -> Plan:
         """The candidates of every table in one pass (``recorded``: the run has an audit table, which reads
         them again). Sets each table's counts, coverage, missing files and the tables referencing it;
         refuses a table whose log rows the plan cannot read."""
@@ -127,7 +155,7 @@ class Planning:
         # is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
                            cache=deleting or recorded, log_rows=replay.rows,
-                           references=references.frame)
+                           references=references.frame, pinned=pinned.files if pinned is not None else None)
         for root, reason in plan.refused.items():
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
         for root, table_plan in plan.tables.items():
@@ -136,6 +164,10 @@ class Planning:
             report.missing = table_plan.missing
             report.coverage = table_plan.coverage
             report.referenced_by = table_plan.referenced_by
+        for index, (files, first) in plan.pins_missing.items():
+            assert pinned is not None, "only pinned files can be missing"
+            pinned.broken(index, f"{files} of its file(s) written before the inventory was taken are not in it, e.g. "
+                                 f"{first}: Delta cannot read the version whole")
         return plan
 
     def check_coverage(self, plan: Plan, run_tables: RunTables) -> None:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakeio.audit.contract import FINAL_STATUSES, AuditAction, TableStatus
+from lakeio.deltalog.pinned import PinState, PinStatus
 from lakeio.store import uris
 from lakeio.store.uris import TableRoot
 from lakeio.text import StrEnum, human_bytes, shorten
@@ -44,6 +45,8 @@ class TableCounts:
     hidden_bytes: int = 0
     kept_files: int = 0  # inventory rows the log still needs (live files, kept tombstones)
     kept_bytes: int = 0
+    pinned_files: int = 0  # inventory rows only a pinned version reads (lakeio.pins): kept
+    pinned_bytes: int = 0
     referenced_files: int = 0  # inventory rows another table's log needs (a shallow clone's): kept
     referenced_bytes: int = 0
     dir_files: int = 0  # folder markers the inventory lists
@@ -205,6 +208,8 @@ class RunReport:
     audit_problems: list[str] = field(default_factory=list)
     # Why the whole run was refused before it deleted anything (batch_vacuum.RunRefused); None when it ran.
     refused: str | None = None
+    # Every pin the run kept (lakeio.pins), with its state: held, at risk, broken (makes the run exit 1), expired.
+    pins: list[PinStatus] = field(default_factory=list)
     # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.store.delete_if_present).
     deletes_unconfirmed: str | None = None
     elapsed_seconds: float = 0.0
@@ -222,6 +227,7 @@ class RunReport:
         (Delta's VACUUM fails where it cannot commit one; one a rule kept out is said, not an error), every
         row in the audit."""
         return not self.refused and not self.references_unknown and not self.audit_problems and not any(
+            p.state is PinState.BROKEN for p in self.pins) and not any(
             t.status in (TableStatus.REFUSED, TableStatus.FAILED) or t.history_failed for t in self.tables)
 
     def totals(self) -> dict[str, int]:
@@ -237,6 +243,7 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan")}
         doc["tables"] = [asdict(t) for t in self.tables]
+        doc["pins"] = [p.to_dict() for p in self.pins]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)
         doc["totals"] = self.totals()
         return doc
@@ -277,8 +284,14 @@ class RunReport:
                 lines.append(f"          history: {r.history}")
             for other, files in sorted(r.referenced_by.items()):
                 lines.append(f"          kept {files:,} file(s) that {other} needs")
+            if c.pinned_files:
+                lines.append(f"          kept {c.pinned_files:,} file(s) ({human_bytes(c.pinned_bytes)}) only pinned "
+                             "versions read")
         for table, why in sorted(self.references_unknown.items()):
             lines.append(f"warning: cannot tell which files {table} needs from other tables: {why}")
+        for pin in self.pins:
+            if pin.state in (PinState.BROKEN, PinState.AT_RISK):
+                lines.append(f"{'error' if pin.state is PinState.BROKEN else 'warning'}: {pin.line()}")
         lines += [f"error: {problem}" for problem in self.audit_problems]
         lines.append(
             f"total: {t['candidate_files']:,} candidate file(s), {t['deleted_files']:,} deleted "

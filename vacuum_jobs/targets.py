@@ -11,6 +11,10 @@ names (``bronze.events``) are resolved to locations at the start of the run
       enabled: false           # optional: reported as skipped
       dry_run: true            # optional: plan only, even in a real run
       history: false           # optional: no VACUUM START / END commits in this table's log
+      keep_versions:           # optional: pinned versions, kept readable (docs/pins.md)
+        - 12
+        - {version: 40, reason: "model v3 training set", expires: 2027-06-30}
+        - {timestamp: "2026-01-01T00:00:00Z", reason: "year-end audit"}
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from lakeio.documents import load_document
-from lakeio.errors import HousekeepingError
+from lakeio.errors import HousekeepingError, InvalidOption
+from lakeio.pins import Pin, PinSource, pin_of
 from lakeio.spark import catalog
 from lakeio.store import uris
 from vacuum_jobs.report import ReasonCode
@@ -44,6 +49,7 @@ class TableTarget:
     dry_run: bool | None = None
     name: str | None = None  # the catalog name ``uri`` was resolved from
     history: bool | None = None  # VACUUM START / END commits in its log; default: the run's setting
+    keep_versions: tuple[Pin, ...] = ()  # its pinned versions (lakeio.pins)
 
     @property
     def root(self) -> uris.TableRoot:
@@ -102,7 +108,9 @@ def resolve_names(spark: SparkSession, targets: list[TableTarget] | Database
             resolved.append(target)
             continue
         try:
-            resolved.append(replace(target, uri=catalog.location(spark, target.uri), name=target.uri))
+            location = catalog.location(spark, target.uri)
+            resolved.append(replace(target, uri=location, name=target.uri,
+                                    keep_versions=tuple(replace(p, table=location) for p in target.keep_versions)))
         except catalog.NotVacuumable as exc:
             if whole_database:
                 passed_by[target.uri] = str(exc)
@@ -135,7 +143,7 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
             entry = {"table": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("table"), str):
             raise TargetsError(f"{path}: entry {i} needs a 'table' URI or name")
-        unknown = set(entry) - {"table", "retention_hours", "retain_hours", "enabled", "dry_run", "history"}
+        unknown = set(entry) - {"table", "retention_hours", "retain_hours", "enabled", "dry_run", "history", "keep_versions"}
         if unknown:
             raise TargetsError(f"{path}: entry {i} has unknown key(s) {sorted(unknown)}")
         if {"retention_hours", "retain_hours"} <= set(entry):
@@ -148,9 +156,22 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
                 raise TargetsError(f"{path}: entry {i}: {flag} must be true or false")
         if why := uris.malformed(entry["table"]):
             raise TargetsError(f"{path}: entry {i}: {why}")
-        found.append(TableTarget(_uri_or_name(entry["table"]), retain, entry.get("enabled", True), entry.get("dry_run"),
-                                 history=entry.get("history")))
+        uri = _uri_or_name(entry["table"])
+        found.append(TableTarget(uri, retain, entry.get("enabled", True), entry.get("dry_run"),
+                                 history=entry.get("history"), keep_versions=_pins(path, i, uri, entry)))
     return _dedupe(found)
+
+
+def _pins(path: str, i: int, uri: str, entry: dict[str, object]) -> tuple[Pin, ...]:
+    """An entry's ``keep_versions``: a list of versions or pin mappings (lakeio.pins.pin_of)."""
+    given = entry.get("keep_versions", [])
+    if not isinstance(given, list):
+        raise TargetsError(f"{path}: entry {i}: keep_versions must be a list of versions")
+    try:
+        return tuple(pin_of(uri, pin, PinSource.TABLES_FILE, f"{path}: entry {i}: keep_versions[{j}]")
+                     for j, pin in enumerate(given))
+    except InvalidOption as exc:
+        raise TargetsError(str(exc)) from None
 
 
 def _dedupe(targets: list[TableTarget]) -> list[TableTarget]:

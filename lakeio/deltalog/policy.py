@@ -25,6 +25,7 @@ class Category(StrEnum):
 
     DIR = "dir"  # a folder marker
     KEPT = "kept"  # the log needs it: a live file or a tombstone within the retention
+    PINNED = "pinned"  # a pinned version reads it (lakeio.pins): kept
     REFERENCED = "referenced"  # another table's log needs it (a shallow clone's source file): kept
     HIDDEN = "hidden"  # a hidden path (``_delta_log/``, ``_x``, ``.x``): never a vacuum's business
     TOO_RECENT = "too_recent"  # modified at or after the cutoff (maybe a commit in flight)
@@ -70,12 +71,13 @@ def policy_frame(spark: SparkSession, policies: list[TablePolicy]) -> DataFrame:
 
 
 def category(relative: Column, patterns: list[str]) -> Column:
-    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``referenced_by``,
+    """What an owned inventory row is (``isDir``, ``live`` from the keep set, ``pinned_by``, ``referenced_by``,
     ``modificationTime`` and its table's ``cutoff_ms`` and ``hidden_rule``); ``relative`` is its
     path below the table root."""
     return (
         F.when(F.col("isDir"), Category.DIR.value)
         .when(F.col("live").isNotNull(), Category.KEPT.value)
+        .when(F.col("pinned_by").isNotNull(), Category.PINNED.value)
         .when(F.col("referenced_by").isNotNull(), Category.REFERENCED.value)
         .when(hidden(relative, F.col("hidden_rule"), patterns), Category.HIDDEN.value)
         .when(F.col("modificationTime").isNull() | (F.col("modificationTime") >= F.col("cutoff_ms")),
@@ -84,11 +86,12 @@ def category(relative: Column, patterns: list[str]) -> Column:
     )
 
 
-def classify(owned: DataFrame, files: DataFrame, patterns: list[str], references: DataFrame | None = None
-             ) -> DataFrame:
+def classify(owned: DataFrame, files: DataFrame, patterns: list[str], references: DataFrame | None = None,
+             pinned: DataFrame | None = None) -> DataFrame:
     """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
-    ``category``, ``live`` and ``referenced_by``; ``files`` are reconciled log actions with
-    ``cutoff_ms``, ``references`` what other tables need (deltalog.references)."""
+    ``category``, ``live``, ``pinned_by`` and ``referenced_by``; ``files`` are reconciled log actions with
+    ``cutoff_ms``, ``references`` what other tables need (deltalog.references), ``pinned`` what pinned
+    versions read (shapes.PINNED_FILES)."""
     relative = F.expr("substring(path, length(table_root) + 2)")
     key = ["table_root", "path"]
     owned = owned.join(keep_set(files), key, "left")
@@ -96,4 +99,9 @@ def classify(owned: DataFrame, files: DataFrame, patterns: list[str], references
         owned = owned.withColumn("referenced_by", F.lit(None).cast("string"))
     else:
         owned = owned.join(references.groupBy(*key).agg(F.min("referenced_by").alias("referenced_by")), key, "left")
+    if pinned is None:
+        owned = owned.withColumn("pinned_by", F.lit(None).cast("int"))
+    else:
+        owned = owned.join(pinned.where(F.col("path").isNotNull()).groupBy(*key).agg(
+            F.min("pin").alias("pinned_by")), key, "left")
     return owned.withColumn("category", category(relative, patterns))

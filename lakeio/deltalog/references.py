@@ -33,6 +33,8 @@ from lakeio.times import cutoff_ms
 
 # A table whose retention cannot be read keeps every tombstone it names.
 EVERY_TOMBSTONE = -(2 ** 62)
+# A pinned version is read from its adds: none of its tombstones is needed.
+NO_TOMBSTONE = 2 ** 62
 
 
 @dataclass

@@ -81,6 +81,11 @@ FILE_ACTIONS = Shape("file actions", _schema(
 # A file one Delta table needs (``referenced_by``) that another (``table_root``) owns: deltalog.references.
 REFERENCES = Shape("references", _schema("table_root string, path string, referenced_by string"))
 
+# A file a pinned version reads (data or deletion vector) of table ``table_root``: deltalog.pinned;
+# ``pin`` indexes the run's pins, ``problem`` says why a file it names cannot be resolved.
+PINNED_FILES = Shape("pinned files", _schema(
+    "table_root string, pin int, path string, size long, modification_time long, problem string"))
+
 # Rows of one inventory date as job 2 reads them (every version, every configuration).
 INVENTORY_ROWS = Shape("inventory rows", _schema(
     "path string, length long, isDir boolean, modificationTime long, is_latest boolean, is_delete_marker boolean"))

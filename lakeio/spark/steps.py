@@ -32,11 +32,13 @@ class Step(StrEnum):
     VERIFYING = "verifying"
     VALIDATING = "validating"
     WRITING = "writing"
-    # job 2, vacuum (the first two only where there is something to do: catalog names, an audit table)
+    # job 2, vacuum (the first two and READING_PINS only where there is something to do: catalog names,
+    # an audit table, pins)
     RESOLVING_NAMES = "resolving the names"
     READYING_AUDIT = "readying the audit"
     INVENTORY_DATE = "the inventory's date"
     FINDING_TABLES = "finding the Delta tables"
+    READING_PINS = "reading the pins"
     PLANNING = "planning"
     RECHECKING = "checking the logs again"
     DELETING = "deleting"  # or, in a dry run, listing the candidates
