@@ -92,12 +92,6 @@ class PinnedVersions:
     statuses: dict[str, PinStatus] = field(default_factory=dict)
     segments: dict[str, LogSegment] = field(default_factory=dict)
 
-    def of_table(self, root: TableRoot) -> list[PinStatus]:
-        return [s for s in self.statuses.values() if s.pin.root == root]
-
-    def in_force(self) -> list[PinStatus]:
-        return [s for s in self.statuses.values() if s.pin.label in self.segments]
-
 
 def resolve_pins(storage: Storage, pins: Iterable[Pin], now_ms: int) -> PinnedVersions:
     """Each pin's version (an instant resolved to the version current then, as Delta's time travel does)
