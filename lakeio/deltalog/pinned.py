@@ -38,6 +38,7 @@ DEFAULT_LOG_RETENTION = "interval 30 days"  # delta.logRetentionDuration's defau
 WARNING_DAYS = 14  # a pin cleanup may take within this many days is at risk
 _DAY_MS = 86_400_000
 _VERSIONED = re.compile(r"^(\d{20})\.(json|checkpoint\.)")
+_COMMIT = re.compile(r"\d{20}\.json")
 
 
 class PinState(StrEnum):
@@ -106,9 +107,9 @@ def resolve_pins(storage: Storage, pins: Iterable[Pin], now_ms: int) -> PinnedVe
             status = PinStatus(pin)
             status.broken(listing)
         else:
-            status = _resolved(pin, listing, now_ms)
-            if status.state is not PinState.BROKEN and not pin.expired(now_ms):
-                found.segments[status.pin.label] = _segment(status, listing)
+            status, segment = _resolved(pin, listing)
+            if segment is not None and not pin.expired(now_ms):
+                found.segments[status.pin.label] = segment
         if status.pin.label in found.statuses:  # an instant that resolved to a version pinned already
             continue
         if pin.expired(now_ms) and status.state is not PinState.BROKEN:
@@ -130,16 +131,15 @@ def _listing(storage: Storage, table: str) -> list[FileStatus] | str:
 def _commit_times(listing: list[FileStatus]) -> dict[int, int]:
     """Each listed commit's version and modification time, made monotonic as Delta's history does."""
     times: dict[int, int] = {}
-    last = -math.inf
-    for status in sorted((s for s in listing if uris.name(s.uri).endswith(".json")
-                          and re.fullmatch(r"\d{20}\.json", uris.name(s.uri))), key=lambda s: uris.name(s.uri)):
-        at = max(status.modification_time, int(last) + 1) if last > -math.inf else status.modification_time
-        times[int(uris.name(status.uri)[:20])] = last = at
+    last: int | None = None
+    for status in sorted((s for s in listing if _COMMIT.fullmatch(uris.name(s.uri))), key=lambda s: uris.name(s.uri)):
+        last = status.modification_time if last is None else max(status.modification_time, last + 1)
+        times[int(uris.name(status.uri)[:20])] = last
     return times
 
 
-def _resolved(pin: Pin, listing: list[FileStatus], now_ms: int) -> PinStatus:
-    """The pin with its version, and whether its log segment is whole."""
+def _resolved(pin: Pin, listing: list[FileStatus]) -> tuple[PinStatus, LogSegment | None]:
+    """The pin with its version, and its log segment (None, the status broken, where it is not whole)."""
     times = _commit_times(listing)
     if pin.version is None:
         assert pin.at_ms is not None
@@ -148,18 +148,18 @@ def _resolved(pin: Pin, listing: list[FileStatus], now_ms: int) -> PinStatus:
             status = PinStatus(pin)
             earliest = f" (its earliest commit left is {iso_utc(min(times.values()))})" if times else ""
             status.broken(f"no commit of {pin.table} the log still holds was made by {iso_utc(pin.at_ms)}{earliest}")
-            return status
+            return status, None
         pin = replace(pin, version=max(before), at_ms=None)
     assert pin.version is not None
     status = PinStatus(pin, commit_ms=times.get(pin.version))
     try:
-        _segment(status, listing)
+        segment = _segment(status, listing)
     except UnreadableLog as exc:
         status.broken(f"Delta can no longer read version {pin.version}: {exc}")
-        return status
+        return status, None
     versions = [int(uris.name(s.uri)[:20]) for s in listing if ".checkpoint." in uris.name(s.uri)]
     status.checkpoint_above = any(v > pin.version for v in versions)
-    return status
+    return status, segment
 
 
 def _segment(status: PinStatus, listing: list[FileStatus]) -> LogSegment:
@@ -191,10 +191,9 @@ def forecast(status: PinStatus, configuration: Mapping[str, str] | None, now_ms:
     if expires is not None and first_ms >= expires:
         return
     status.unreadable_from = iso_utc(first_ms)
-    until = expires if expires is not None else None
-    days = math.ceil(((until if until is not None else now_ms + 365 * _DAY_MS) - commit_midnight) / _DAY_MS) + 1
+    days = math.ceil(((expires if expires is not None else now_ms + 365 * _DAY_MS) - commit_midnight) / _DAY_MS) + 1
     status.advice = (f"set delta.logRetentionDuration = 'interval {days} days' on {status.pin.root} (now {setting!r})"
-                     + ("" if until is not None else ", or longer for as long as the pin stays")
+                     + ("" if expires is not None else ", or longer for as long as the pin stays")
                      + ", or delta.enableExpiredLogCleanup = false")
     if first_ms - now_ms <= WARNING_DAYS * _DAY_MS:
         status.state = PinState.AT_RISK
