@@ -128,7 +128,9 @@ def _patch() -> None:
         user = _acting()
         if user is None or iam_request_cls is not S3IAMRequest:
             return authorize(self, iam_request_cls, resource)  # moto's own: with no auth configured, a pass
-        action = f"s3:{self._get_action()}"
+        # The IAM action moto's S3 maps the request to (``data["Action"]``, set before it authorizes), as AWS
+        # names it (ListObjectsV2 is s3:ListBucket); since moto 5.2.6 ``_get_action()`` is the API operation's name.
+        action = f"s3:{self.data.get('Action') or self._get_action()}"
         if action == "s3:GetObject" and self.method == "HEAD" and "versionId" in self.querystring:
             action = "s3:GetObjectVersion"
         if action == "s3:DeleteObject" and "/" not in resource.split(":::", 1)[1]:
