@@ -6,6 +6,8 @@ checks that. Categories:
 
 - ``live``: the current snapshot needs it (data files and their deletion vectors);
 - ``time_travel``: only a tombstone younger than the table's retention needs it;
+- ``pinned``: only a pinned version reads it (``--pins-table``, ``keep_versions``: docs/pins.md), so
+  this is what the pins cost;
 - ``reclaimable``: what a vacuum with the table's retention would delete now;
 - ``log``: the table's ``_delta_log/``;
 - ``other``: kept by vacuum for other reasons (hidden files such as ``_SUCCESS``, folder
@@ -37,6 +39,7 @@ from pyspark.sql import functions as F
 from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
+from lakeio.deltalog.pinned import PinStatus, read_pins
 from lakeio.deltalog.policy import Category, TablePolicy, classify, hidden_patterns, policy_frame
 from lakeio.deltalog.references import needed_elsewhere, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_unsure_too
@@ -49,12 +52,15 @@ from lakeio.inventory import (
     is_delete_marker,
     read_inventory,
 )
+from lakeio.pins import KeepVersions, Pin
+from lakeio.pins import keep_versions as pins_given
 from lakeio.spark import catalog
 from lakeio.spark.session import check_workers
 from lakeio.spark.steps import Step, Steps, one_run
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
+from lakeio.tables.pins import PinsUnreadable
 from lakeio.text import StrEnum, human_bytes, shorten, usd
 from lakeio.times import cutoff_ms, epoch_ms, iso_utc
 
@@ -67,6 +73,7 @@ class ChargeCategory(StrEnum):
 
     LIVE = "live"
     TIME_TRAVEL = "time_travel"
+    PINNED = "pinned"
     RECLAIMABLE = "reclaimable"
     LOG = "log"
     OTHER = "other"
@@ -77,8 +84,10 @@ class ChargeCategory(StrEnum):
 
 
 CATEGORIES = tuple(ChargeCategory)
-# The terminal table's columns, each the categories it adds up: every category is in one, so a row adds up to its total.
+# The terminal table's columns, each the categories it adds up: every category is in one, so a row adds up to its total
+# (the pinned column only where some table holds pinned bytes: it is empty without pins).
 SUMMARY_COLUMNS = (("live", (ChargeCategory.LIVE,)), ("timetravel", (ChargeCategory.TIME_TRAVEL,)),
+            ("pinned", (ChargeCategory.PINNED,)),
             ("reclaim", (ChargeCategory.RECLAIMABLE,)), ("log", (ChargeCategory.LOG,)),
             ("noncurr", (ChargeCategory.NONCURRENT, ChargeCategory.DELETE_MARKER)),
             ("other", (ChargeCategory.OTHER, ChargeCategory.UNTRACKED, ChargeCategory.UNCLASSIFIED)))
@@ -98,6 +107,8 @@ class ChargebackOptions:
     prices: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_USD_PER_GB_MONTH))
     trend_days: int = 90  # how far back the trend reaches from the inventory date
     now_ms: int | None = None  # for tests; default: the clock at the start
+    keep_versions: tuple[Pin, ...] = ()  # pinned versions (lakeio.pins): what only they keep is ``pinned``
+    pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins too
 
     def __post_init__(self) -> None:
         if self.trend_days < 0:
@@ -128,6 +139,7 @@ class TableCharge:
     usd_per_month: float = 0.0
     bytes_by_category: dict[str, int] = field(default_factory=dict)
     objects_by_category: dict[str, int] = field(default_factory=dict)
+    usd_by_category: dict[str, float] = field(default_factory=dict)  # per month; priced storage classes only
     bytes_by_storage_class: dict[str, int] = field(default_factory=dict)
     growth_bytes: int | None = None  # since the first inventory date of the trend
     growth_bytes_per_day: float | None = None
@@ -152,6 +164,7 @@ class ChargebackResult:
     bucket_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # from the inventory itself
     trend: list[TrendPoint] = field(default_factory=list)
     unreadable: dict[TableRoot, str] = field(default_factory=dict)  # why its log could not be read
+    pins: list[PinStatus] = field(default_factory=list)  # each pin of the run, as a vacuum would find it
     elapsed_seconds: float = 0.0
     step_seconds: dict[str, float] = field(default_factory=dict)  # each step's time, in order
 
@@ -185,6 +198,7 @@ class ChargebackResult:
                                         (charge.objects_by_category, cell.category, cell.objects),
                                         (charge.bytes_by_storage_class, cell.storage_class, cell.bytes)):
                 mapping[key] = mapping.get(key, 0) + value
+            charge.usd_by_category[cell.category] = charge.usd_by_category.get(cell.category, 0.0) + (cell.usd_per_month or 0.0)
         points: dict[tuple[str, str | None], list[TrendPoint]] = defaultdict(list)
         for point in self.trend:
             points[(point.bucket, point.table)].append(point)
@@ -204,6 +218,7 @@ class ChargebackResult:
             "balanced": self.balanced,
             "bucket_totals": self.bucket_totals,
             "unreadable_tables": self.unreadable,
+            "pins": [p.to_dict() for p in self.pins],
             "unpriced_storage_classes": self.unpriced,
             "prices_usd_per_gb_month": self.prices,
             "tables": [asdict(t) for t in self.tables()],
@@ -248,11 +263,13 @@ class ChargebackResult:
         total_bytes = sum(t.bytes for t in tables)
         total_usd = sum(t.usd_per_month for t in tables)
         prefix = uris.common_folder([t.table for t in tables if t.table])
+        pinned = any(t.bytes_by_category.get(ChargeCategory.PINNED) for t in tables)
+        columns = [(heading, held) for heading, held in SUMMARY_COLUMNS if pinned or ChargeCategory.PINNED not in held]
         lines = [
             f"chargeback of {self.inventory_table} as of {self.inventory_date}: {len(tables)} table(s) and "
             f"untracked areas, {human_bytes(total_bytes)}, {usd(total_usd)}/month"
             + (f"; tables under {prefix}" if prefix else ""),
-            f"{'table':<40} {'total':>10} " + " ".join(f"{heading:>10}" for heading, _ in SUMMARY_COLUMNS)
+            f"{'table':<40} {'total':>10} " + " ".join(f"{heading:>10}" for heading, _ in columns)
             + f" {'$/month':>8} {'growth/day':>11}",
         ]
         for t in tables[:top]:
@@ -260,13 +277,18 @@ class ChargebackResult:
             growth = "" if t.growth_bytes_per_day is None else human_bytes(int(t.growth_bytes_per_day))
             b = t.bytes_by_category
             lines.append(f"{shorten(name, 40):<40} {human_bytes(t.bytes):>10} "
-                         + " ".join(f"{human_bytes(sum(b.get(c, 0) for c in held)):>10}" for _, held in SUMMARY_COLUMNS)
+                         + " ".join(f"{human_bytes(sum(b.get(c, 0) for c in held)):>10}" for _, held in columns)
                          + f" {usd(t.usd_per_month):>8} {growth:>11}")
         if len(tables) > top:
             lines.append(f"... and {len(tables) - top} more in the CSV/JSON output")
         if any(t.bytes_by_category.get(ChargeCategory.RECLAIMABLE, 0) for t in tables):
             lines.append(f"reclaim: what the inventory of {self.inventory_date} lists that a vacuum may delete; a vacuum "
                          "run after it removed what it deleted, which the next delivery shows")
+        for t in tables:
+            if t.bytes_by_category.get(ChargeCategory.PINNED):
+                lines.append(f"pinned in {t.table}: {human_bytes(t.bytes_by_category[ChargeCategory.PINNED])}, "
+                             f"{usd(t.usd_by_category.get(ChargeCategory.PINNED, 0.0))}/month that only its pins keep")
+        lines += [f"{p.line()}: {human_bytes(p.bytes)} in {p.files} file(s)" for p in self.pins]
         if not any(t.growth_bytes_per_day is not None for t in tables):
             lines.append(NO_GROWTH)
         lines.append("totals match the inventory, bucket by bucket" if self.balanced
@@ -286,6 +308,8 @@ def chargeback(
     prices: dict[str, float] | None = None,
     trend_days: int = ChargebackOptions.trend_days,
     now_ms: int | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> ChargebackResult:
     """Who stores what, where, at what cost: every object of one inventory date in one (bucket,
     table, category, storage class) cell.
@@ -297,15 +321,17 @@ def chargeback(
         prices: USD per GB-month by storage class; default: the built-in list (``lake_reports.prices``).
         trend_days: how far back the growth trend reaches from the inventory date.
         now_ms: the clock that decides time travel against reclaimable, epoch milliseconds (tests); default: now.
+        keep_versions: pinned versions, as ``vacuum_jobs.vacuum`` takes them: what only they read is ``pinned``.
+        pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins too.
 
     Returns:
         The :class:`ChargebackResult`; ``balanced`` says the cells add up to the inventory's totals.
 
     Raises:
-        ChargebackError: no inventory table there, or no such date.
+        ChargebackError: no inventory table there, or no such date, or the pins table cannot be read.
     """
     options = ChargebackOptions(inventory_table, inventory_date, dict(DEFAULT_USD_PER_GB_MONTH) if prices is None
-                                else prices, trend_days, now_ms)
+                                else prices, trend_days, now_ms, pins_given(keep_versions), pins_table)
     return Chargeback(spark, options).execute()
 
 
@@ -344,7 +370,8 @@ class Chargeback:
             self.progress(f"inventory of {day}: {len(roots)} Delta table(s)")  # found within the date's step
             replay = self._replay_logs(roots, result)
             policies = self._policies(replay, result, now_ms)
-            result.cells = self._split(kept, roots, policies, replay, now_ms)
+            pinned = self._pinned(result, now_ms)
+            result.cells = self._split(kept, roots, policies, replay, now_ms, pinned)
             result.bucket_totals = self._bucket_totals(kept)
         finally:
             kept.unpersist()
@@ -357,6 +384,18 @@ class Chargeback:
         replay = read_unsure_too(self.spark, Storage(self.spark), roots)
         result.unreadable.update(replay.failures)
         return replay
+
+    def _pinned(self, result: ChargebackResult, now_ms: int) -> DataFrame | None:
+        """What the pins' versions read (shapes.PINNED_FILES), their statuses in ``result``; None without pins."""
+        try:
+            read = read_pins(self.spark, Storage(self.spark), self.progress, self.options.keep_versions,
+                             self.options.pins_table, now_ms)
+        except PinsUnreadable as exc:
+            raise ChargebackError(str(exc)) from None
+        if read is None:
+            return None
+        result.pins = list(read.versions.statuses.values())
+        return read.files
 
     def _policies(self, replay: Replay, result: ChargebackResult, now_ms: int) -> list[TablePolicy]:
         """Each readable table's own retention decides time travel versus reclaimable."""
@@ -376,7 +415,7 @@ class Chargeback:
         return policies
 
     def _split(self, rows: DataFrame, roots: list[TableRoot], policies: list[TablePolicy], replay: Replay,
-               now_ms: int) -> list[Cell]:
+               now_ms: int, pinned: DataFrame | None) -> list[Cell]:
         self.progress.begin(Step.SPLITTING, "splitting every object by table, category and storage class")
         tables = policy_frame(self.spark, policies)
         files = replay.files.join(F.broadcast(tables.select("table_root", "cutoff_ms")), "table_root")
@@ -390,12 +429,13 @@ class Chargeback:
             .when(relative.startswith("_delta_log/"), ChargeCategory.LOG.value)
             .when((F.col("category") == Category.KEPT.value) & F.col("live"), ChargeCategory.LIVE.value)
             .when(F.col("category") == Category.KEPT.value, ChargeCategory.TIME_TRAVEL.value)
+            .when(F.col("category") == Category.PINNED.value, ChargeCategory.PINNED.value)
             .when(F.col("category") == Category.CANDIDATE.value, ChargeCategory.RECLAIMABLE.value)
             .otherwise(ChargeCategory.OTHER.value)
         )
         cutoffs = retention_cutoffs(replay.states.values(), now_ms)  # the policies' own, and the unreadable tables' too
         references = needed_elsewhere(replay, cutoffs, roots).frame
-        split = classify(owned, files, hidden_patterns(policies), references).select(
+        split = classify(owned, files, hidden_patterns(policies), references, pinned).select(
             "bucket", "table_root", category.alias("charge_category"),
             F.when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), F.lit(NO_CLASS))
             .otherwise(F.coalesce(F.upper("storage_class"), F.lit(UNKNOWN_CLASS))).alias("storage_class"), "length")

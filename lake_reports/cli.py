@@ -39,6 +39,11 @@ OUTPUT_FILES = ("chargeback.json", "chargeback_cells.csv", "chargeback_tables.cs
                 "chargeback.html")
 
 
+def add_pins_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--pins-table", metavar="TABLE", type=place("TABLE"),
+                        help=f"the pins table (python -m vacuum_jobs pin writes it): {what}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program("lake_reports"),
                                      description="Storage chargeback and erasure evidence from the inventory "
@@ -48,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     charge = commands.add_parser("chargeback", help="who stores what, where, at what cost",
                                  description="Attribute every object of one inventory date to the Delta table "
-                                             "that contains it, split by live / time travel / reclaimable / "
+                                             "that contains it, split by live / time travel / pinned / reclaimable / "
                                              "log / other / noncurrent / delete markers and storage class, "
                                              "with monthly cost and growth.")
     charge.add_argument("--inventory-table", required=True, metavar="TABLE", type=place("TABLE"),
@@ -60,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="trend over the inventory dates of the last N days (default: %(default)d)")
     charge.add_argument("--out", required=True, metavar="DIR", type=place("DIR", local=True),
                         help="a local folder to write " + ", ".join(OUTPUT_FILES) + " to")
+    add_pins_argument(charge, "what only their versions read is charged as pinned")
     add_common_arguments(charge)
 
     erasure = commands.add_parser("erasure", help="when was a file physically erased; worst case per table",
@@ -89,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--commit, paired in order: the requests of one run share one read of the lake")
     erasure.add_argument("--out", metavar="DIR", type=place("DIR", local=True),
                          help="with --request-id: a local folder for erasure-REQ.json and .html (default: the current one)")
+    add_pins_argument(erasure, "a file a pinned version reads is named with the pin that blocks its erasure")
     add_common_arguments(erasure)
     return parser
 
@@ -106,7 +113,8 @@ def chargeback(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     except PriceError as exc:
         parser.error(str(exc))
     try:
-        options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days)
+        options = ChargebackOptions(args.inventory_table, args.inventory_date, prices, args.trend_days,
+                                    pins_table=args.pins_table)
     except ValueError as exc:
         parser.error(as_flag(exc))
     spark = open_session("lake_reports.chargeback", parser, args)
@@ -136,7 +144,8 @@ def erasure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.inventory_table:
         parser.error("--inventory-table is required (unless --verify)")
     try:
-        options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table)
+        options = ErasureOptions(args.audit_table, args.inventory_table, args.deadline_days, args.table,
+                                 pins_table=args.pins_table)
     except ValueError as exc:
         parser.error(as_flag(exc))
     commits = []

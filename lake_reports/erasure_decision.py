@@ -10,11 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 from lakeio.audit.contract import REMOVED, AuditAction
+from lakeio.pins import PinSource
 from lakeio.store.object_lock import Lock
 from lakeio.text import StrEnum, human_bytes
 from lakeio.times import hours_ms, iso_utc
+
+if TYPE_CHECKING:  # a record the evidence gathers; the decision runs no Spark
+    from lakeio.deltalog.pinned import PinStatus
 
 
 class ErasureStatus(StrEnum):
@@ -28,6 +33,7 @@ class ErasureStatus(StrEnum):
     LIVE = "live"
     LIVE_SOFT_DELETED = "live_soft_deleted"
     REFERENCED_ELSEWHERE = "referenced_elsewhere"
+    PINNED = "pinned"
     WITHIN_RETENTION = "within_retention"
     DELETE_FAILED = "delete_failed"
     LOCKED = "locked"
@@ -44,7 +50,7 @@ BOUNDED_BY_VACUUMS = frozenset({ErasureStatus.WITHIN_RETENTION, ErasureStatus.NO
                                 ErasureStatus.SOFT_DELETED, ErasureStatus.ERASURE_UNCONFIRMED})
 # nothing scheduled erases it: someone must act.
 NEEDS_ACTION = frozenset({ErasureStatus.RESTORED, ErasureStatus.LIVE, ErasureStatus.LIVE_SOFT_DELETED,
-                          ErasureStatus.REFERENCED_ELSEWHERE, ErasureStatus.DELETE_FAILED,
+                          ErasureStatus.REFERENCED_ELSEWHERE, ErasureStatus.PINNED, ErasureStatus.DELETE_FAILED,
                           ErasureStatus.LOCKED, ErasureStatus.NOT_IN_A_TABLE})
 
 
@@ -269,11 +275,23 @@ def _held(versions: Versions, run_row: AuditEntry) -> list[ListedVersion]:
     return [r for r in versions.rows if not r.is_delete_marker and (r.modified_ms or 0) < run_row.at_ms]
 
 
+def _blocking(status: PinStatus) -> str:
+    """A pin as the answer names it: which version, why, who set it, until when."""
+    pin = status.pin
+    until = f", until {iso_utc(pin.expires_ms)}" if pin.expires_ms is not None else ""
+    lift = (f"python -m vacuum_jobs unpin --pins-table ... {pin.root}@{pin.version}" if pin.source is PinSource.PINS_TABLE
+            else f"take it out of {pin.source}")
+    by = f"set by {pin.set_by}" if pin.set_by else f"given as {pin.source}"
+    return (f"pin {pin.label} ({pin.reason or 'no reason given'}; {by}{until}) "
+            f"blocks its erasure ({lift} to lift it)")
+
+
 def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry], log_rows: Sequence[LogEntry],
-           listed: bool, inventory_date: date, now_ms: int, versions: Versions | None) -> FileAnswer:
+           listed: bool, inventory_date: date, now_ms: int, versions: Versions | None,
+           pins: Sequence[PinStatus] = ()) -> FileAnswer:
     """Where the file ``q`` stands: from its audit rows (``trail``, oldest first), the rows of every
-    log that names it, whether the newest inventory (of ``inventory_date``) lists it, and what
-    that inventory lists of its key's versions."""
+    log that names it, whether the newest inventory (of ``inventory_date``) lists it, what that
+    inventory lists of its key's versions, and the pins whose versions read it (``pins``)."""
     def answer(status: ErasureStatus, detail: str, when: str | None = None, run_id: str | None = None) -> FileAnswer:
         return FileAnswer(q.path, q.table, q.asked_as, status, detail, when, run_id)
 
@@ -310,6 +328,9 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
                                                "stay on disk until the file is rewritten "
                                                "(REORG TABLE ... APPLY (PURGE)) and vacuumed")
         return answer(ErasureStatus.LIVE, "the table's current snapshot still references this file")
+    if pins and listed:
+        return answer(ErasureStatus.PINNED, "no longer in the table's snapshot, but pinned: "
+                      + "; ".join(_blocking(p) for p in pins) + ": no vacuum deletes it while the pin stays")
     removed_ms = q.removed_at_ms or max((r.deletion_timestamp for r in log_rows
                                         if r.deletion_timestamp is not None and r.table_root == q.table),
                                        default=None)

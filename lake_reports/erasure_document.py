@@ -30,6 +30,8 @@ from lakeio.audit import chain as audit_chain
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.errors import InvalidOption
 from lakeio.inventory import PARTITION_COLUMNS
+from lakeio.pins import KeepVersions
+from lakeio.pins import keep_versions as pins_given
 from lakeio.spark.steps import one_run
 from lakeio.tables.read import newest_partitions, read_delta
 from lakeio.text import StrEnum
@@ -160,6 +162,8 @@ def erasure_request(
     deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
     now_ms: int | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> EvidenceDocument:
     """The evidence document for one erasure request: what ``commit`` deleted, and where its bytes are now.
 
@@ -172,6 +176,9 @@ def erasure_request(
         deadline_days: the deadline, counted from the commit.
         tables: the tables whose vacuums bound the copies; default: every table the newest inventory shows.
         now_ms: the clock, epoch milliseconds (tests); default: now.
+        keep_versions: pinned versions, as ``vacuum_jobs.vacuum`` takes them: a removed file a pinned
+            version reads is ``pinned``, and the verdict names the pin that blocks the erasure.
+        pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins too.
 
     Returns:
         The :class:`EvidenceDocument`, with its verdict (``done``, ``on_track`` or ``at_risk``).
@@ -182,7 +189,8 @@ def erasure_request(
     if isinstance(audit_table, CommitQuestion):  # the order before this release: commit, request id, the tables
         _old_order_warning("erasure_request", "commit, request_id")
         audit_table, inventory_table, commit, request_id = commit, request_id, audit_table, inventory_table  # type: ignore[assignment]
-    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms, pins_given(keep_versions),
+                             pins_table)
     return ErasureRequest(spark, options).document(commit, request_id)
 
 
@@ -195,6 +203,8 @@ def erasure_requests(
     deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
     now_ms: int | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> RequestBatch:
     """The evidence documents of many erasure requests, from one read of the audit, the inventory and the logs.
 
@@ -202,7 +212,7 @@ def erasure_requests(
         spark: the session to run in.
         audit_table, inventory_table: as :func:`erasure_request`'s.
         requests: (request id, commit) pairs; the ids must be distinct.
-        deadline_days, tables, now_ms: as :func:`erasure_request`'s.
+        deadline_days, tables, now_ms, keep_versions, pins_table: as :func:`erasure_request`'s.
 
     Returns:
         The :class:`RequestBatch`: a document per request, and each request refused (its commit
@@ -214,7 +224,8 @@ def erasure_requests(
     if not isinstance(audit_table, str):  # the order before this release: the requests, then the tables
         _old_order_warning("erasure_requests", "requests")
         audit_table, inventory_table, requests = inventory_table, requests, audit_table
-    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms, pins_given(keep_versions),
+                             pins_table)
     return ErasureRequest(spark, options).documents(requests)
 
 

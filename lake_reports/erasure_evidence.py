@@ -22,6 +22,8 @@ and the newest inventory that answers, per file:
   the rows stay on disk until the file is rewritten (``REORG TABLE ... APPLY (PURGE)``);
 - ``referenced_elsewhere``: its table no longer needs it, but another table's log does (a
   shallow clone): every vacuum keeps it while that table does;
+- ``pinned``: its table no longer needs it, but a pinned version reads it (docs/pins.md): every
+  vacuum keeps it while the pin stays; the answer names the pin and who set it;
 - ``within_retention``: tombstoned; vacuum may delete it from the date given;
 - ``delete_failed``: the last attempt failed (error, run): the vacuum's delete, or the delete of
   the restore or purge run that last acted on it;
@@ -65,6 +67,7 @@ from lakeio.audit.contract import DELETING_RUNS, REMOVED, AuditAction, read_audi
 from lakeio.deltalog import gates
 from lakeio.deltalog.commits import CommitRecord, UnreadableCommit, read_commit
 from lakeio.deltalog.ownership import delta_roots
+from lakeio.deltalog.pinned import PinnedRead, PinStatus, read_pins
 from lakeio.deltalog.replay import Replay, read_unsure_too
 from lakeio.errors import HousekeepingError, InvalidOption
 from lakeio.inventory import (
@@ -73,6 +76,8 @@ from lakeio.inventory import (
     current_objects,
     inventory_snapshot,
 )
+from lakeio.pins import KeepVersions, Pin
+from lakeio.pins import keep_versions as pins_given
 from lakeio.spark import catalog
 from lakeio.spark.session import check_workers
 from lakeio.spark.shapes import local_frame, of_tables
@@ -80,6 +85,7 @@ from lakeio.spark.steps import Step, Steps, one_run
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.store.object_lock import Lock
+from lakeio.tables.pins import PinsUnreadable
 from lakeio.tables.read import TableNotFound
 from lakeio.text import human_bytes, shorten
 from lakeio.times import MS_PER_HOUR, epoch_ms, iso_utc, midnight_utc_ms
@@ -104,6 +110,8 @@ class ErasureOptions:
     deadline_days: float = 30.0
     tables: list[str] | None = None  # default: every table the newest inventory shows, and every audited one
     now_ms: int | None = None  # for tests
+    keep_versions: tuple[Pin, ...] = ()  # pinned versions (lakeio.pins): a file one reads is ``pinned``
+    pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins too
 
     def __post_init__(self) -> None:
         if not self.deadline_days > 0:
@@ -166,6 +174,7 @@ class _Facts:
     in_log: dict[str, list[LogEntry]] = field(default_factory=lambda: defaultdict(list))
     listed: set[str] = field(default_factory=set)
     versions: dict[str, Versions] = field(default_factory=dict)
+    pinned: dict[str, list[PinStatus]] = field(default_factory=lambda: defaultdict(list))  # the pins reading it
 
 
 @dataclass
@@ -182,6 +191,7 @@ class Gathered:
     replay: Replay
     roots: list[str]  # the tables whose logs were read
     now_ms: int
+    pinned: PinnedRead | None = None  # the pins' versions and the files they read
     tables: dict[str, TableErasure] = field(default_factory=dict)  # every table read, by canonical root
 
 
@@ -195,6 +205,8 @@ def erasure(
     deadline_days: float = ErasureOptions.deadline_days,
     tables: list[str] | None = None,
     now_ms: int | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> ErasureReport:
     """When were files physically erased: per table the worst case from a delete to erasure, per
     asked file its status.
@@ -208,14 +220,17 @@ def erasure(
         deadline_days: the erasure deadline a table's worst case is held to.
         tables: the tables to bound; default: every table the newest inventory shows, and every audited one.
         now_ms: the clock, epoch milliseconds (tests); default: now.
+        keep_versions: pinned versions, as ``vacuum_jobs.vacuum`` takes them: a file one reads is ``pinned``.
+        pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins too.
 
     Returns:
         The :class:`ErasureReport`; ``ok`` is False where a table is over the deadline or a question went unanswered.
 
     Raises:
-        ErasureError: the audit or inventory table cannot be read.
+        ErasureError: the audit, inventory or pins table cannot be read.
     """
-    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms)
+    options = ErasureOptions(audit_table, inventory_table, deadline_days, tables, now_ms, pins_given(keep_versions),
+                             pins_table)
     return ErasureEvidence(spark, options).execute(paths, commits)
 
 
@@ -262,8 +277,9 @@ class ErasureEvidence:
                  if self.options.tables is not None else known_roots)
         questions = self._questions(paths, commits, records, sorted(set(known_roots) | set(scope)), report)
         roots = sorted(set(scope) | {q.table for q in questions if q.table})
+        pinned = self._pinned(now_ms) if questions else None
         replay = self._replay_logs(roots)
-        return Gathered(report, audit, snapshot, inventory, questions, scope, replay, roots, now_ms)
+        return Gathered(report, audit, snapshot, inventory, questions, scope, replay, roots, now_ms, pinned)
 
     @one_run
     def answer(self, gathered: Gathered) -> Gathered:
@@ -274,13 +290,13 @@ class ErasureEvidence:
         with ThreadPoolExecutor(max_workers=1) as pool:
             tables = pool.submit(self._tables, gathered.roots, gathered.replay, gathered.audit, gathered.now_ms)
             facts = self._facts(gathered.questions, gathered.replay, gathered.audit, gathered.inventory,
-                                gathered.snapshot)
+                                gathered.snapshot, gathered.pinned)
             gathered.tables = tables.result()
         report = gathered.report
         report.tables = [gathered.tables[r] for r in gathered.scope]
         report.answers = [decide(q, gathered.tables.get(q.table) if q.table else None, facts.trail[q.path],
                                  facts.in_log[q.path], q.path in facts.listed, gathered.snapshot.day, gathered.now_ms,
-                                 facts.versions.get(q.path)) for q in gathered.questions]
+                                 facts.versions.get(q.path), facts.pinned.get(q.path, ())) for q in gathered.questions]
         report.step_seconds = self.progress.seconds()
         return gathered
 
@@ -416,9 +432,17 @@ class ErasureEvidence:
                 at_ms[table.table] = run["at_ms"]
         return at_ms
 
+    def _pinned(self, now_ms: int) -> PinnedRead | None:
+        """The pins' versions read (None without pins); ErasureError where the pins table cannot be read."""
+        try:
+            return read_pins(self.spark, self.storage, self.progress, self.options.keep_versions, self.options.pins_table,
+                             now_ms)
+        except PinsUnreadable as exc:
+            raise ErasureError(str(exc)) from None
+
     def _facts(self, questions: list[Question], replay: Replay, audit: DataFrame, inventory: DataFrame,
-               snapshot: InventorySnapshot) -> _Facts:
-        """What the audit, the logs and the inventory say of each asked file (four concurrent queries)."""
+               snapshot: InventorySnapshot, pinned: PinnedRead | None = None) -> _Facts:
+        """What the audit, the logs, the inventory and the pins say of each asked file (concurrent queries)."""
         facts = _Facts()
         if not questions:
             return facts
@@ -441,6 +465,9 @@ class ErasureEvidence:
                                                           row["deletion_timestamp"]))
             facts.listed = {r["path"] for r in listed.result()}
             facts.versions = versions.result()
+        if pinned is not None and pinned.files is not None:
+            for row in pinned.files.join(F.broadcast(asked), "path").select("path", "pin").distinct().collect():
+                facts.pinned[row["path"]].append(pinned.versions.statuses[pinned.labels[row["pin"]]])
         return facts
 
     def _versions(self, paths: list[str], snapshot: InventorySnapshot) -> dict[str, Versions]:

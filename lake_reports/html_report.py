@@ -11,7 +11,7 @@ from lakeio.store import uris
 from lakeio.text import human_bytes, shorten, usd
 
 COLOURS = {
-    "live": "#2b6cb0", "time_travel": "#63b3ed", "reclaimable": "#e53e3e", "log": "#805ad5",
+    "live": "#2b6cb0", "time_travel": "#63b3ed", "pinned": "#38a169", "reclaimable": "#e53e3e", "log": "#805ad5",
     "other": "#a0aec0", "noncurrent": "#dd6b20", "delete_marker": "#744210", "untracked": "#718096",
     "unclassified": "#2d3748",
 }

@@ -20,6 +20,8 @@ from lake_reports.erasure_decision import (
     decide,
 )
 from lakeio.audit.contract import AuditAction
+from lakeio.deltalog.pinned import PinStatus
+from lakeio.pins import Pin, PinSource
 from lakeio.store.object_lock import Lock
 from lakeio.times import MS_PER_HOUR
 
@@ -54,9 +56,12 @@ def _locked(version_id: str, written_ms: int, until_ms: int | None = NOW + 10 * 
     return _version(version_id, written_ms, lock=Lock(version_id, until_ms, mode if until_ms else None, legal_hold))
 
 
-def _decide(trail=(), log=(), listed=True, day=AFTER, versions=None, table=None, question=None):
+def _decide(trail=(), log=(), listed=True, day=AFTER, versions=None, table=None, question=None, pins=()):
     q = question or Question(FILE, TABLE, "path")
-    return decide(q, table or _table(), list(trail), list(log), listed, day, NOW, versions)
+    return decide(q, table or _table(), list(trail), list(log), listed, day, NOW, versions, pins)
+
+
+AUDITED = PinStatus(Pin(TABLE, version=3, reason="signed off", set_by="auditor", source=PinSource.PINS_TABLE))
 
 
 CASES = {
@@ -97,6 +102,8 @@ CASES = {
         dict(log=[LogEntry("add", TABLE)], question=Question(FILE, TABLE, f"{TABLE}@3", T0, soft_deleted=True)),
         ErasureStatus.LIVE_SOFT_DELETED),
     "a clone still references it": (dict(log=[LogEntry("add", "s3://lake/clone")]), ErasureStatus.REFERENCED_ELSEWHERE),
+    "a pinned version reads it": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=NOW - DAY)], pins=[AUDITED]),
+                                  ErasureStatus.PINNED),
     "tombstoned within the retention": (dict(log=[LogEntry("remove", TABLE, deletion_timestamp=NOW - DAY)]),
                                         ErasureStatus.WITHIN_RETENTION),
     "the last attempt failed": (dict(trail=[_vacuum(AuditAction.FAILED, error="403 Forbidden")]),
@@ -129,6 +136,14 @@ def test_each_case_gets_its_status(case):
 
 def test_the_cases_reach_every_status():
     assert {expected for _, expected in CASES.values()} == set(ErasureStatus)
+
+
+def test_a_pinned_file_names_the_pin_who_set_it_and_how_to_lift_it():
+    answer = _decide(log=[LogEntry("remove", TABLE, deletion_timestamp=T0 - 30 * DAY)], pins=[AUDITED])
+    assert f"pin {AUDITED.pin.label} (signed off; set by auditor) blocks its erasure" in answer.detail
+    assert f"unpin --pins-table ... {AUDITED.pin.root}@3" in answer.detail
+    deleted = _decide(trail=[_vacuum()], pins=[AUDITED])  # a pin set after the delete holds nothing back
+    assert deleted.status == ErasureStatus.ERASED
 
 
 def test_a_deleted_file_names_its_run_and_time():

@@ -49,7 +49,7 @@ def test_a_run_that_recorded_no_retention_and_a_setting_that_does_not_parse():
 
 def test_the_rules_are_tried_in_the_order_the_operator_must_act_on_first():
     assert list(KeptBecause)[0] == KeptBecause.LOG_UNREADABLE
-    assert [k.value for k in KeptBecause] == ["log unreadable", "live again", "removed again since the run",
+    assert [k.value for k in KeptBecause] == ["log unreadable", "live again", "pinned", "removed again since the run",
                                               "retention raised since the run", "within a table's retention"]
 
 

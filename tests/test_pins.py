@@ -3,7 +3,9 @@ can still read it; pins from the API, a tables file and the pins table."""
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -147,3 +149,45 @@ def test_pin_unpin_and_pins_from_the_command_line(spark, tmp_path, capsys):
     with pytest.raises(SystemExit) as usage:  # said before Spark: a version and an instant both
         main(["pin", "--pins-table", pins, f"{table}@1", "--as-of", "2026-01-01", "--reason", "r"])
     assert usage.value.code == 2
+
+
+def test_a_pinned_version_of_a_shallow_clone_keeps_what_it_reads_in_its_sources_folder(spark, tmp_path):
+    """The clone's log names its source's files by absolute URI: a pin of the clone's old version keeps
+    the source file it reads through a vacuum of the source, which the clone itself no longer needs."""
+    bucket = tmp_path / "lake"
+    source = _overwritten(bucket, versions=2)
+    [old] = DeltaTable(str(source), version=0).file_uris()
+    [new] = DeltaTable(str(source), version=1).file_uris()
+    first = [json.loads(line) for line in (source / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    header = [a for a in first if "protocol" in a or "metaData" in a]
+    clone_log = bucket / "clone" / "_delta_log"
+    clone_log.mkdir(parents=True)
+    add = {"path": f"file://{old}", "size": os.path.getsize(old), "modificationTime": 1, "dataChange": True,
+           "partitionValues": {}}
+    commits = [[*header, {"add": add}],
+               [{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
+                {"add": {**add, "path": f"file://{new}", "size": os.path.getsize(new)}}]]
+    for v, actions in enumerate(commits):
+        (clone_log / f"{v:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    inventory = inventory_of(spark, bucket, tmp_path)
+    forced = {"retention_hours": 0, "enforce_retention_duration": False, "now_ms": now_ms() + 1000}
+
+    unpinned = vacuum(spark, inventory, [str(source)], **forced).tables[0]
+    assert unpinned.counts.candidate_files == 1  # version 0's file: the clone's tombstone of it is long expired
+    report = vacuum(spark, inventory, [str(source)], dry_run=False, keep_versions={str(bucket / "clone"): [0]}, **forced)
+    assert report.ok and report.tables[0].counts.deleted_files == 0, report.summary()
+    assert Path(old).exists() and report.tables[0].counts.referenced_files == 1  # kept for the clone's pin
+
+
+def test_a_pin_whose_file_the_inventory_no_longer_lists_is_broken_naming_the_file(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    table = _overwritten(bucket)
+    [gone] = DeltaTable(str(table), version=0).file_uris()
+    Path(gone).unlink()  # another tool deleted it before the inventory; the log's add says it was written before
+    tomorrow = datetime.now(timezone.utc) + timedelta(days=1)  # an inventory dated after the writes
+    inventory = inventory_of(spark, bucket, tmp_path, when=tomorrow)
+    report = vacuum(spark, inventory, [str(table)], keep_versions={str(table): [0, 2]},
+                    now_ms=int(tomorrow.timestamp() * 1000))
+    states = {p.pin.version: p for p in report.pins}
+    assert states[0].state is PinState.BROKEN and Path(gone).name in (states[0].why or "")
+    assert states[2].state is PinState.HELD and not report.ok

@@ -30,6 +30,7 @@ from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.audit import journal as audit_journal
 from lakeio.audit.contract import read_audit, verify_chain
 from lakeio.store.filesystem import Storage
+from lakeio.tables.pins import pins_in_force
 from tests.conftest import JARS
 from tests.lakes import inventory_of, ours, vacuum
 from tests.s3_faults import FaultyS3, s3a_settings
@@ -191,6 +192,28 @@ def test_two_ingestions_of_other_days_and_buckets_at_once_keep_every_delivered_r
     table = DeltaTable(("s3" + inventory.removeprefix("s3a")) if lake.endpoint else inventory,
                        storage_options=lake.options).to_pyarrow_table().to_pylist()
     assert Counter(r["bucket"] for r in table) == {"first": 3, "second": 4}
+
+
+def test_two_pins_at_once_both_land_and_a_vacuum_reading_the_pins_mid_change_keeps_what_they_held(spark, lake):
+    """A pins version 1 and is held at its commit into the pins table; meanwhile B pins version 0 and a vacuum
+    reads the pins table and deletes (both in the test's process). The vacuum read one committed version of
+    the pins: it keeps version 0's file and deletes version 1's, A's pin not being in yet. A then commits
+    after B (both pins land) and, looking for its version's files once its commit is in, says its pin is
+    broken rather than held; ``pins`` says so too."""
+    env = _env(lake.endpoint)
+    pins, table = lake.audit.rsplit("/", 1)[0] + "/pins", lake.tables[0]
+    files = {v: DeltaTable(lake.roots[0], version=v, storage_options=lake.options).file_uris() for v in (0, 1)}
+    a = Held(lake.work, env, "vacuum_jobs", "pin", "--pins-table", pins, f"{table}@1", "--reason", "model a")
+    _ok(_here("vacuum_jobs", "pin", "--pins-table", pins, f"{table}@0", "--reason", "model b"),
+        _here("vacuum_jobs", *lake.vacuum_args(table, "--pins-table", pins)))
+    left = lake.files()
+    assert all(f.split("/")[-1] in {p.split("/")[-1] for p in left} for f in files[0])
+    assert not any(f.split("/")[-1] in {p.split("/")[-1] for p in left} for f in files[1])
+
+    late = a.release()
+    assert late.returncode == 1 and "is broken" in late.stderr and "are gone" in late.stderr, late.stderr[-3000:]
+    assert sorted(p.version for p in pins_in_force(spark, pins)) == [0, 1]  # neither commit lost
+    assert _here("vacuum_jobs", "pins", "--pins-table", pins).returncode == 1  # version 1 broken, said so
 
 
 def test_two_runs_settling_one_killed_run_record_its_deletes_once_and_close_its_start_once(spark, lake):

@@ -27,6 +27,7 @@ IN_SCHEMAS = {
     ("chargeback", "$defs/cell/properties/category"): ChargeCategory,
     ("chargeback", "$defs/table/properties/bytes_by_category/propertyNames"): ChargeCategory,
     ("chargeback", "$defs/table/properties/objects_by_category/propertyNames"): ChargeCategory,
+    ("chargeback", "$defs/table/properties/usd_by_category/propertyNames"): ChargeCategory,
     ("erasure-evidence", "properties/removed_files/items/properties/status"): ErasureStatus,
     ("erasure-evidence", "properties/deletion_vectors/items/properties/status"): ErasureStatus,
     ("erasure-evidence", "properties/copies/items/properties/status"): CopyStatus,

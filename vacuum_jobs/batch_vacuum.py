@@ -34,9 +34,8 @@ from lakeio.spark.steps import Step, Steps, one_run
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
-from lakeio.tables.pins import pins_in_force
+from lakeio.tables.pins import PinsUnreadable, pins_with_table
 from lakeio.tables.write import BeforeCommit
-from lakeio.text import first_line
 from lakeio.times import epoch_ms, iso_utc
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.execution import Execution
@@ -247,14 +246,11 @@ class BatchVacuum:
     def _pins(self, run: VacuumRun, targets: list[TableTarget]) -> list[Pin]:
         """The run's pins: the options', the tables file's, the pins table's; the run is refused where the
         pins table cannot be read (its pins would not be kept)."""
-        pins = [*self.options.keep_versions, *(p for t in targets for p in t.keep_versions)]
-        if self.options.pins_table:
-            try:
-                pins += pins_in_force(self.spark, self.options.pins_table)
-            except Exception as exc:  # missing, unreadable: nothing may be deleted that a pin in it keeps
-                raise self._refused(run, f"cannot read the pins table {self.options.pins_table}: {first_line(exc)} "
-                                         "(python -m vacuum_jobs pin creates it)") from None
-        return pins
+        try:
+            return pins_with_table(self.spark, [*self.options.keep_versions, *(p for t in targets for p in t.keep_versions)],
+                                   self.options.pins_table)
+        except PinsUnreadable as exc:
+            raise self._refused(run, str(exc)) from None
 
     def _resolve_names(self, run: VacuumRun, tables: Tables) -> ResolvedNames:
         """The run's names resolved to locations (readiness.resolved_names), a step of its own where a

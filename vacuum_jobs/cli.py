@@ -165,6 +165,9 @@ def build_undo_parser(command: UndoCommand) -> argparse.ArgumentParser:
         parser.add_argument("--inventory-table", metavar="TABLE", type=place("TABLE"),
                             help="before erasing, re-check what every Delta table this inventory shows needs "
                                  "(default: every table the audit names)")
+        parser.add_argument("--pins-table", metavar="TABLE", type=place("TABLE"),
+                            help="the pins table (python -m vacuum_jobs pin writes it): a hidden file a pinned version "
+                                 "reads is not erased, and named with the restore that brings it back (exit 1)")
         parser.add_argument("--bypass-governance-retention", action="store_true",
                             help="also erase versions S3 Object Lock keeps in governance mode (the role needs "
                                  "s3:BypassGovernanceRetention); without it such versions are left, each reported "
@@ -232,7 +235,8 @@ def undo_main(command: UndoCommand, argv: list[str]) -> int:
     options = UndoOptions(args.audit_table, args.table, dry_run=not args.apply,
                           delete=DeleteSettings(endpoint_url=args.s3_endpoint_url, bypass_governance_retention=getattr(
                               args, "bypass_governance_retention", False)),
-                          inventory_table=getattr(args, "inventory_table", None))
+                          inventory_table=getattr(args, "inventory_table", None),
+                          pins_table=getattr(args, "pins_table", None))
     spark = open_session(f"vacuum_jobs.{command}", parser, args)
     if why := check_report_destination(spark, args.report):
         print(f"error: {why}; nothing was changed", file=sys.stderr)

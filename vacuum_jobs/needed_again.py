@@ -8,21 +8,23 @@ these rules that holds, and says which:
 1. ``log unreadable``: its table's log cannot be read now; kept this run (the operator must act);
 2. ``live again``: a table's current snapshot names it (a Delta ``RESTORE``, a clone of an old
    version, a re-add): restoring it is what that table needs;
-3. ``removed again since the run``: its own table holds a tombstone of it newer than the run's
+3. ``pinned``: a pinned version reads it (docs/pins.md; a pin set after the vacuum hid it): the
+   pinned version cannot be read until the file is restored (the operator must act);
+4. ``removed again since the run``: its own table holds a tombstone of it newer than the run's
    cutoff, or of unknown age: the file was live again after the run, and that table's time
    travel may read it;
-4. ``retention raised since the run``: its own table's retention is longer now than both the run's
+5. ``retention raised since the run``: its own table's retention is longer now than both the run's
    and the table's own at the version the run planned, and the tombstone falls inside it;
-5. ``within a table's retention``: another table (a shallow clone) holds a tombstone of it within
+6. ``within a table's retention``: another table (a shallow clone) holds a tombstone of it within
    that table's own retention, or the run recorded no retention and its own table's holds it.
 
-Rules 2-5 are what the tables need: the purge warns and succeeds. Rule 1 makes it exit 1.
+Rules 2, 4, 5 and 6 are what the tables need: the purge warns and succeeds. Rules 1 and 3 make it exit 1.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -30,10 +32,12 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots
+from lakeio.deltalog.pinned import PinnedRead, PinState, read_pinned
 from lakeio.deltalog.references import EVERY_TOMBSTONE, retention_cutoffs
 from lakeio.deltalog.replay import Replay, read_logs, replay_logs
 from lakeio.deltalog.segments import UnreadableLog, log_segment_at
 from lakeio.inventory import current_objects, inventory_snapshot
+from lakeio.pins import Pin
 from lakeio.spark import catalog
 from lakeio.spark.shapes import local_frame
 from lakeio.spark.steps import Step, Steps
@@ -48,13 +52,14 @@ class KeptBecause(StrEnum):
 
     LOG_UNREADABLE = "log unreadable"
     LIVE_AGAIN = "live again"
+    PINNED = "pinned"
     REMOVED_AGAIN = "removed again since the run"
     RETENTION_RAISED = "retention raised since the run"
     WITHIN_RETENTION = "within a table's retention"
 
 
 # Kept for a reason the operator must act on: the purge exits 1. The others are what a table needs.
-OPERATOR_MUST_ACT = frozenset({KeptBecause.LOG_UNREADABLE})
+OPERATOR_MUST_ACT = frozenset({KeptBecause.LOG_UNREADABLE, KeptBecause.PINNED})
 _ORDER = list(KeptBecause)
 
 
@@ -96,10 +101,11 @@ class VacuumedTable:
 
 
 def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes: DataFrame, runs: Iterable[VacuumedTable],
-                 now_ms: int) -> DataFrame:
+                 now_ms: int, pinned: PinnedRead | None = None) -> DataFrame:
     """``(path, source_run_id, rule, needed_by, detail)`` of each of ``deletes`` (``table_root``,
-    ``path``, ``source_run_id``) that a table of ``replay`` (the lake's logs, read now) needs again:
-    the first rule of the module's that holds, a :class:`KeptBecause` value, and what it found."""
+    ``path``, ``source_run_id``) that a table of ``replay`` (the lake's logs, read now) or a pinned
+    version of ``pinned`` needs again: the first rule of the module's that holds, a :class:`KeptBecause`
+    value, and what it found."""
     cutoffs = _run_cutoffs(spark, storage, replay, list(runs), now_ms)
     frame = local_frame(spark, [(r, t, c.run_cutoff_ms, c.own_cutoff_ms, c.raised_to_hours) for (r, t), c in cutoffs.items()],
                         "source_run_id string, table_root string, run_cutoff_ms long, own_cutoff_ms long, "
@@ -114,6 +120,14 @@ def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes:
                .join(named, "path").join(F.broadcast(others), "needed_by", "left"))
     rule = _rule(F.col("needed_by") == F.col("table_root"), F.col("deletion_timestamp"))
     found = matched.select("path", "source_run_id", "needed_by", rule.alias("rule"), _detail().alias("detail"))
+    if pinned is not None and pinned.files is not None:
+        pins = local_frame(spark, [(i, pinned.versions.statuses[label].line()) for i, label in enumerate(pinned.labels)],
+                           "pin int, pin_line string")
+        found = found.unionByName(deletes.select("path", "source_run_id").join(
+            pinned.files.select(uris.canonical_col(F.col("path")).alias("path"), "table_root", "pin"), "path")
+            .join(F.broadcast(pins), "pin").select(
+            "path", "source_run_id", F.col("table_root").alias("needed_by"), F.lit(KeptBecause.PINNED.value).alias("rule"),
+            F.concat(F.col("pin_line"), F.lit("; its version cannot be read until the file is back")).alias("detail")))
     unread = sorted(replay.failures)
     if unread:
         found = found.unionByName(deletes.where(F.col("table_root").isin(unread)).select(
@@ -128,20 +142,25 @@ def needed_again(spark: SparkSession, storage: Storage, replay: Replay, deletes:
 
 
 def needed_by_the_lake(spark: SparkSession, progress: Steps, audit: DataFrame, selected: DataFrame, warnings: list[str],
-                       now_ms: int, inventory_table: str | None = None) -> DataFrame:
+                       now_ms: int, inventory_table: str | None = None, pins: Sequence[Pin] = ()) -> DataFrame:
     """The ``selected`` deletes (audit rows with their ``source_run_id``) some table of the lake needs
     again, with the rule that keeps each (:func:`needed_again`). The lake: every table the audit names,
-    and with ``inventory_table`` every Delta table the inventory shows. A table whose log cannot be read
-    keeps its own files this run (said in ``warnings``)."""
+    and with ``inventory_table`` every Delta table the inventory shows; ``pins``' versions too. A table
+    whose log cannot be read keeps its own files this run (said in ``warnings``)."""
     roots = {uris.table_root(r["table_root"]) for r in
              audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
     if inventory_table:
         snapshot = inventory_snapshot(spark, catalog.resolve(spark, inventory_table))
         roots.update(delta_roots(current_objects(snapshot.rows)))
-    if not roots:
+    if not roots and not pins:
         return local_frame(spark, [], "path string, source_run_id string, rule string, needed_by string, detail string")
-    progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
     storage = Storage(spark)
+    pinned = None
+    if pins:
+        progress.begin(Step.READING_PINS, f"reading {len(pins)} pinned version(s)")
+        pinned = read_pinned(spark, storage, pins, now_ms)
+        warnings += [s.line() for s in pinned.versions.statuses.values() if s.state is PinState.BROKEN]
+    progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
     replay = read_logs(spark, storage, sorted(roots), check_paths=False)
     for root in sorted(replay.failures):
         warnings.append(f"{root}: its log cannot be read ({replay.failures[root]}): its files are not purged this run")
@@ -151,7 +170,7 @@ def needed_by_the_lake(spark: SparkSession, progress: Steps, audit: DataFrame, s
             .groupBy("run_id", "table_root").agg(F.min(F.unix_millis("timestamp")).alias("started_ms"),
                                                  F.max("table_version").alias("table_version"),
                                                  F.min("retention_hours").alias("retention_hours")).collect()]
-    return needed_again(spark, storage, replay, selected, runs, now_ms)
+    return needed_again(spark, storage, replay, selected, runs, now_ms, pinned)
 
 
 def _rule(own: Column, removed: Column) -> Column:

@@ -1,8 +1,9 @@
 """``python -m vacuum_jobs pin | unpin | pins``: a platform team's pins, kept in the pins table (docs/pins.md).
 
-``pin`` refuses a version Delta can no longer read (the reason named), ``unpin`` one that is not pinned;
-``pins`` lists the pins in force, each with its state as a run would find it now (held, at risk with
-the date Delta's log cleanup may take it and what to set, broken, expired). Exit status: 0, or 1 when
+``pin`` refuses a version Delta can no longer read, or whose files are gone (the reason named), and
+looks for its files again once its commit landed (a vacuum that read the pins before it may have been
+deleting); ``unpin`` refuses one that is not pinned; ``pins`` lists the pins in force, each with its
+state now (held, at risk with the date Delta's log cleanup may take it and what to set, broken, expired). Exit status: 0, or 1 when
 refused or when a listed pin is broken; 2 for usage errors.
 """
 
@@ -15,7 +16,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from lakeio.cli import add_common_arguments, open_session, place, program
-from lakeio.deltalog.pinned import PinState, PinStatus, forecast, resolve_pins
+from lakeio.deltalog.pinned import PinState, PinStatus, check_present, forecast, read_pinned
 from lakeio.deltalog.replay import read_logs
 from lakeio.errors import InvalidOption
 from lakeio.pins import Pin, PinSource, instant_ms
@@ -68,11 +69,18 @@ def main(command: PinCommand, argv: list[str]) -> int:
     storage = Storage(spark)
     if command is PinCommand.PIN:
         assert wanted is not None
-        status = resolve_pins(storage, [wanted], now_ms).statuses[wanted.label]
+        read = read_pinned(spark, storage, [wanted], now_ms)
+        check_present(storage, read)
+        [status] = read.versions.statuses.values()
         if status.state is PinState.BROKEN:
-            print(f"error: not pinned: {wanted.label}: {status.why}", file=sys.stderr)
+            print(f"error: not pinned: {status.pin.label}: {status.why}", file=sys.stderr)
             return 1
         append_pin_rows(spark, args.pins_table, [status.pin], PIN, asked_as_of_ms=wanted.at_ms, now_ms=now_ms)
+        check_present(storage, read)  # a vacuum that read the pins before this commit may have deleted meanwhile
+        status = read.versions.statuses[status.pin.label]
+        if status.state is PinState.BROKEN:
+            print(f"error: pinned {status.pin.label}, but it is broken: {status.why}", file=sys.stderr)
+            return 1
         print(f"pinned {status.pin.label} ({status.pin.reason}) in {uris.to_uri(args.pins_table)}")
         return 0
     try:
@@ -128,8 +136,10 @@ def wanted_pin(parser: argparse.ArgumentParser, args: argparse.Namespace, comman
 
 
 def _statuses(spark: SparkSession, storage: Storage, pins: list[Pin], now_ms: int) -> list[PinStatus]:
-    """Each pin's state now: its log listed, its table's settings read for the cleanup's date."""
-    statuses = list(resolve_pins(storage, pins, now_ms).statuses.values())
+    """Each pin's state now: its log read, its files looked for, its table's settings read for the cleanup's date."""
+    read = read_pinned(spark, storage, pins, now_ms)
+    check_present(storage, read)
+    statuses = list(read.versions.statuses.values())
     if statuses:
         newest = read_logs(spark, storage, sorted({str(s.pin.root) for s in statuses}), check_paths=False)
         for status in statuses:

@@ -46,6 +46,8 @@ from lakeio.audit.contract import REMOVED, AuditAction, RunTable, append_run, ch
 from lakeio.audit.journal import AuditNotRecorded, AuditUnwritable
 from lakeio.deltalog.replay import TableState
 from lakeio.errors import HousekeepingError, InvalidOption
+from lakeio.pins import KeepVersions, Pin
+from lakeio.pins import keep_versions as pins_given
 from lakeio.spark import catalog
 from lakeio.spark.session import check_workers
 from lakeio.spark.shapes import OUTCOMES
@@ -53,6 +55,7 @@ from lakeio.spark.steps import Step, Steps, one_run
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.store.put_if_absent import PutIfAbsentUnproven
+from lakeio.tables.pins import PinsUnreadable, pins_with_table
 from lakeio.tables.read import TableNotFound
 from lakeio.tables.write import BeforeCommit, IncompatibleTable
 from lakeio.text import StrEnum, first_line
@@ -82,6 +85,8 @@ class UndoOptions:
     dry_run: bool = True  # acting is said out loud: dry_run=False
     delete: DeleteSettings = field(default_factory=DeleteSettings)  # endpoint, pace, retries
     inventory_table: str | None = None  # purge: also re-check every Delta table it shows (default: the audited ones)
+    keep_versions: tuple[Pin, ...] = ()  # purge: pinned versions (lakeio.pins); a hidden file one reads is kept
+    pins_table: str | None = None  # purge: the pins table (lakeio.tables.pins); its pins too
     now_ms: int | None = None  # for tests
 
 
@@ -180,6 +185,8 @@ def purge(
     inventory_table: str | None = None,
     delete: DeleteSettings | None = None,
     now_ms: int | None = None,
+    keep_versions: KeepVersions | None = None,
+    pins_table: str | None = None,
 ) -> UndoReport:
     """Erase for good what vacuum runs kept of their deletes (the hidden versions, the trash copies)
     more than ``older_than_days`` ago, where nothing restored them since.
@@ -195,15 +202,19 @@ def purge(
         delete: the S3 client's endpoint, pace and retries; default: :class:`DeleteSettings`. Its
             ``bypass_governance_retention`` erases versions under governance-mode Object Lock too.
         now_ms: the run's clock, epoch milliseconds (tests); default: now.
+        keep_versions: pinned versions, as ``vacuum_jobs.vacuum`` takes them: a hidden file one reads is
+            not erased, and named with the restore that brings it back.
+        pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins too.
 
     Returns:
         The :class:`UndoReport`: per table, files per outcome, and what was left alone and why.
 
     Raises:
-        UndoError: no audit table.
+        UndoError: no audit table, or the pins table cannot be read.
     """
     options = UndoOptions(audit_table, tables=tables, dry_run=dry_run, delete=delete or DeleteSettings(),
-                          inventory_table=inventory_table, now_ms=now_ms)
+                          inventory_table=inventory_table, now_ms=now_ms, keep_versions=pins_given(keep_versions),
+                          pins_table=pins_table)
     return Undo(spark, options).purge(older_than_days)
 
 
@@ -239,6 +250,10 @@ class Undo:
     def purge(self, older_than_days: float) -> UndoReport:
         if not older_than_days >= 0:
             raise InvalidOption("older_than_days must be >= 0")
+        try:
+            pins = pins_with_table(self.spark, self.options.keep_versions, self.options.pins_table)
+        except PinsUnreadable as exc:
+            raise UndoError(f"{exc}: nothing is erased") from None
         now_ms, audit = self._start()
         before_ms = cutoff_ms(now_ms, older_than_days * 24)
         restorable = self._in_scope(audit.where(
@@ -253,7 +268,7 @@ class Undo:
         report = self._report(UndoCommand.PURGE, now_ms, f"deletes older than {older_than_days:g} day(s), before "
                                                f"{iso_utc(before_ms)}")
         needed = needed_by_the_lake(self.spark, self.progress, audit, selected, report.warnings, now_ms,
-                                    self.options.inventory_table).localCheckpoint(eager=True)
+                                    self.options.inventory_table, pins).localCheckpoint(eager=True)
         report.kept = {row["rule"]: row["count"] for row in needed.groupBy("rule").count().collect()}
         restore_with = F.concat(F.lit("; bring it back with: python -m vacuum_jobs restore --audit-table "
                                       f"{self.options.audit_table} --run-id "), F.col("source_run_id"),
@@ -262,7 +277,8 @@ class Undo:
             *[F.col(c) for c in UNDONE.names if c not in ("action", "error", "at_ms")],
             F.lit(AuditAction.NOT_PURGED.value).alias("action"),
             F.concat(F.col("rule"), F.lit(": "), F.col("needed_by"), F.lit(" ("), F.col("detail"), F.lit(")"),
-                     F.when(F.col("rule") == KeptBecause.LIVE_AGAIN.value, restore_with).otherwise(F.lit("")))
+                     F.when(F.col("rule").isin(KeptBecause.LIVE_AGAIN.value, KeptBecause.PINNED.value), restore_with)
+                     .otherwise(F.lit("")))
             .alias("error"),
             F.lit(now_ms).alias("at_ms")).select(*UNDONE.names)
         # The tables whose deletes it keeps an eye on: each gets its row, due or not, so that the erasure

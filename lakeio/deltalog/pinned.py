@@ -28,9 +28,11 @@ from lakeio.deltalog.replay import Replay, replay_logs
 from lakeio.deltalog.segments import LogSegment, UnreadableLog, segment_from_listing
 from lakeio.pins import Pin
 from lakeio.spark.shapes import PINNED_FILES, local_frame
+from lakeio.spark.steps import Step, Steps
 from lakeio.store import uris
 from lakeio.store.filesystem import FileStatus, Storage
 from lakeio.store.uris import TableRoot
+from lakeio.tables.pins import pins_with_table
 from lakeio.text import StrEnum, first_line
 from lakeio.times import hours_ms, iso_utc
 
@@ -285,3 +287,35 @@ def read_pinned(spark: SparkSession, storage: Storage, pins: Sequence[Pin], now_
         in_force = [labels.index(label) for label in versions.segments]
         files = files.where(F.col("pin").isin(in_force)) if in_force else None
     return PinnedRead(versions, labels, files, rounds)
+
+
+def check_present(storage: Storage, read: PinnedRead) -> None:
+    """Mark broken each readable pin some of whose files are not in storage now (a vacuum, or another
+    tool, deleted them): one recursive listing of each pinned table, a lookup of each file outside it
+    (a shallow clone's). For the commands that set and show pins; a run checks against its inventory."""
+    if read.files is None:
+        return
+    listed: dict[str, set[str]] = {}
+    missing: dict[int, list[str]] = {}
+    for row in read.files.select("table_root", "pin", "path").where(F.col("path").isNotNull()).collect():
+        root, path = row["table_root"], row["path"]
+        if root not in listed:
+            listed[root] = {uris.canonical(s.uri) for s in storage.walk(root) if not s.is_dir}
+        present = path in listed[root] if path.startswith(root + "/") else storage.exists(path)
+        if not present:
+            missing.setdefault(row["pin"], []).append(path)
+    for index, paths in missing.items():
+        version = read.versions.statuses[read.labels[index]].pin.version
+        read.broken(index, f"{len(paths)} file(s) version {version} reads are gone (a vacuum deleted them?), "
+                           f"e.g. {min(paths)}")
+
+
+def read_pins(spark: SparkSession, storage: Storage, progress: Steps, given: Sequence[Pin], pins_table: str | None,
+              now_ms: int) -> PinnedRead | None:
+    """``given`` and the pins in force in ``pins_table``, read (:func:`read_pinned`, a step of its own);
+    None without any pin. PinsUnreadable where the pins table cannot be read."""
+    pins = pins_with_table(spark, given, pins_table)
+    if not pins:
+        return None
+    progress.begin(Step.READING_PINS, f"reading {len(pins)} pinned version(s)")
+    return read_pinned(spark, storage, pins, now_ms)

@@ -15,11 +15,13 @@ from datetime import datetime, timezone
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from lakeio.errors import HousekeepingError
 from lakeio.pins import Pin, PinSource
 from lakeio.spark.shapes import local_frame
 from lakeio.store import uris
 from lakeio.tables.read import read_delta
 from lakeio.tables.write import BeforeCommit, write_delta
+from lakeio.text import first_line
 from lakeio.times import epoch_ms
 
 PIN, UNPIN = "pin", "unpin"
@@ -58,3 +60,19 @@ def pins_in_force(spark: SparkSession, pins_table: str) -> list[Pin]:
     return [Pin(row["table_root"], version=row["version"], reason=row["reason"] or "", expires_ms=row["expires_ms"],
                 set_by=row["set_by"], source=PinSource.PINS_TABLE)
             for row in (newest[k] for k in sorted(newest)) if row["action"] == PIN]
+
+
+class PinsUnreadable(HousekeepingError):
+    """The pins table cannot be read: what its pins keep is not known, so nothing may be erased on its word."""
+
+
+def pins_with_table(spark: SparkSession, given: Sequence[Pin], pins_table: str | None) -> list[Pin]:
+    """``given`` and, with ``pins_table``, every pin in force there; PinsUnreadable where it cannot be read
+    (missing, unreadable)."""
+    if not pins_table:
+        return list(given)
+    try:
+        return [*given, *pins_in_force(spark, pins_table)]
+    except Exception as exc:
+        raise PinsUnreadable(f"cannot read the pins table {pins_table}: {first_line(exc)} "
+                             "(python -m vacuum_jobs pin creates it)") from None
