@@ -3,8 +3,8 @@
 ``pin`` refuses a version Delta can no longer read, or whose files are gone (the reason named), and
 looks for its files again once its commit landed (a vacuum that read the pins before it may have been
 deleting); ``unpin`` refuses one that is not pinned; ``pins`` lists the pins in force, each with its
-state now (held, at risk with the date Delta's log cleanup may take it and what to set, broken, expired). Exit status: 0, or 1 when
-refused or when a listed pin is broken; 2 for usage errors.
+state now (held, at risk with the date Delta's log cleanup may take it and what to set, broken,
+expired). Exit status: 0, or 1 when refused or when a pin is broken; 2 for usage errors.
 """
 
 from __future__ import annotations
