@@ -1,13 +1,14 @@
 """Job 2 as the lake grows, cold: 1M and 10M objects, in many tables and in one table, each timed as
 users run it (a fresh ``python -m vacuum_jobs --discover --dry-run`` process, benchmarks.cold).
 
-    python -m benchmarks.scale [--large] [--rounds 2] [--workdir DIR]
+    python -m benchmarks.scale [--large] [--rounds 2] [--workdir DIR] [--max-deletes N]
 
 The lakes are plan-only: every Delta log is on disk, the data files are not, and the inventory lists
 them as S3 Inventory would; the plan does all of its work, while building 10M objects stays within
 minutes. Each table has its adds in commits of up to 500,000, one commit removing 5% of them long
 ago, a checkpoint, and 5% more files never committed. Without ``--large``, the 1M shapes only; the
-driver keeps Spark's default 1 GiB.
+driver keeps Spark's default 1 GiB. With ``--max-deletes N``, each round also runs the same dry run with that
+budget (vacuum_jobs.budget: every table priced and ordered), in turn with the plain one.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def _objects(bucket: str, roots: list[str], files: int, now_ms: int) -> Iterator
             yield InventoryObject(f"{prefix}/_delta_log/{name}", stat.st_size, int(stat.st_mtime * 1000))
 
 
-def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None) -> dict:
+def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None,
+        max_deletes: int | None = None) -> dict:
     workdir = workdir or tempfile.mkdtemp(prefix="bench-scale-")
     bucket = os.path.join(workdir, "lake")
     now_ms = epoch_ms()
@@ -98,20 +100,22 @@ def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = No
     if result.refused:
         raise SystemExit(f"inventory refused: {result.refused[0].error}")
     ingested_s = time.monotonic() - started - logs_s - delivered_s
-    runs = [cold.run_cli(inventory, 200) for _ in range(rounds)]
-    fastest = min(runs, key=lambda r: r.job_s)
+    budget = [] if max_deletes is None else ["--max-deletes", str(max_deletes)]
+    variants = [[], budget] if budget else [[]]  # in turn, each round
+    runs = [[cold.run_cli(inventory, 200, options) for options in variants] for _ in range(rounds)]
+    fastest = [min((r[i] for r in runs), key=lambda r: r.job_s) for i in range(len(runs[0]))]
     expected = tables * (int(files_per_table * 0.05) + files_per_table - int(files_per_table * 0.95))
-    if fastest.candidates != expected:
-        raise SystemExit(f"{fastest.candidates:,} candidates, expected {expected:,}")
+    if any(f.candidates != expected for f in fastest):
+        raise SystemExit(f"{[f.candidates for f in fastest]} candidates, expected {expected:,}")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"tables": tables, "objects": tables * files_per_table, "logs_s": logs_s, "delivery_s": delivered_s,
-            "ingest_s": ingested_s, "cold": fastest}
+            "ingest_s": ingested_s, "cold": fastest[0], "budgeted": fastest[1] if budget else None}
 
 
-def run_all(large: bool, rounds: int, workdir: str | None = None) -> dict[str, dict]:
+def run_all(large: bool, rounds: int, workdir: str | None = None, max_deletes: int | None = None) -> dict[str, dict]:
     """Every shape (the 10M ones too when ``large``), each in a scratch folder of its own."""
     chosen = {**SHAPES, **(LARGE if large else {})}
-    return {label: run(tables, files, rounds, workdir and os.path.join(workdir, str(i)))
+    return {label: run(tables, files, rounds, workdir and os.path.join(workdir, str(i)), max_deletes)
             for i, (label, (tables, files)) in enumerate(chosen.items())}
 
 
@@ -126,6 +130,9 @@ def report(found: dict[str, dict]) -> str:
                   f"  {'session start':<38} {fresh.session_s:7.1f} s"]
         lines += [f"  {step:<38} {seconds:7.1f} s" for step, seconds in fresh.steps_s.items()]
         lines += [f"  {'job (after the session)':<38} {fresh.job_s:7.1f} s"]
+        if budgeted := f["budgeted"]:
+            lines += [f"  with the budget: job {budgeted.job_s:.1f} s ({budgeted.job_s / fresh.job_s:.2f}x), of which "
+                      f"weighing the tables {budgeted.steps_s.get('weighing the tables', 0.0):.1f} s"]
     for (small, _), (large, _) in zip(SHAPES.items(), LARGE.items()):
         if large in found:
             steps = ", ".join(f"{step} {found[large]['cold'].steps_s[step] / max(seconds, 0.01):.1f}x"
@@ -140,8 +147,9 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="add the 10M-object lakes (about half an hour)")
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per lake; the fastest counts")
     parser.add_argument("--workdir")
+    parser.add_argument("--max-deletes", type=int, help="also time each lake's dry run with this budget")
     args = parser.parse_args()
-    print(report(run_all(args.large, args.rounds, args.workdir)))
+    print(report(run_all(args.large, args.rounds, args.workdir, args.max_deletes)))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio.deltalog import gates
 from lakeio.deltalog.ownership import delta_roots, with_owner
 from lakeio.deltalog.pinned import PinStatus, read_pins
@@ -54,6 +53,7 @@ from lakeio.inventory import (
 )
 from lakeio.pins import KeepVersions, Pin
 from lakeio.pins import keep_versions as pins_given
+from lakeio.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio.spark import catalog
 from lakeio.spark.session import check_workers
 from lakeio.spark.steps import Step, Steps, one_run
@@ -318,7 +318,7 @@ def chargeback(
         spark: the session to run in.
         inventory_table: the inventory Delta table (a URI or a catalog name).
         inventory_date: the date to charge; default: the newest.
-        prices: USD per GB-month by storage class; default: the built-in list (``lake_reports.prices``).
+        prices: USD per GB-month by storage class; default: the built-in list (``lakeio.prices``).
         trend_days: how far back the growth trend reaches from the inventory date.
         now_ms: the clock that decides time travel against reclaimable, epoch milliseconds (tests); default: now.
         keep_versions: pinned versions, as ``vacuum_jobs.vacuum`` takes them: what only they read is ``pinned``.

@@ -17,7 +17,6 @@ from lake_reports import html_report
 from lake_reports.charges import Chargeback, ChargebackError, ChargebackOptions
 from lake_reports.erasure_document import ErasureRequest
 from lake_reports.erasure_evidence import CommitQuestion, ErasureError, ErasureEvidence, ErasureOptions
-from lake_reports.prices import PriceError, load_prices
 from lakeio.audit.contract import verify_chain
 from lakeio.cli import (
     add_common_arguments,
@@ -32,6 +31,7 @@ from lakeio.cli import (
     program,
     report_out,
 )
+from lakeio.prices import PriceError, load_prices
 from lakeio.spark.catalog import CatalogError, resolve
 from lakeio.tables.read import TableNotFound
 

@@ -34,7 +34,7 @@ from lake_reports import html_report
 from lake_reports.charges import Chargeback, ChargebackOptions
 from lake_reports.cli import main
 from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, ErasureOptions
-from lake_reports.prices import BYTES_PER_GB, PriceError, load_prices
+from lakeio.prices import BYTES_PER_GB, PriceError, load_prices
 from lakeio.spark.shapes import OUTCOMES
 from lakeio.times import MS_PER_HOUR, midnight_utc_ms
 from tests.browser import chromium, headless

@@ -15,8 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 from lake_reports.charges import chargeback
 from lake_reports.erasure_document import erasure_request
 from lake_reports.erasure_evidence import CommitQuestion
-from lake_reports.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from lakeio.audit.contract import read_audit
+from lakeio.prices import DEFAULT_USD_PER_GB_MONTH, monthly_usd
 from tests.lakes import inventory_of, now_ms, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs.cli import main as vacuum_main

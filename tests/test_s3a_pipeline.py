@@ -456,3 +456,49 @@ def test_where_the_store_ignores_conditional_deletes_no_delete_is_claimed_and_re
             assert sum(c.get("restored", 0) for c in undone.tables.values()) == totals["candidate_files"] - 1
         finally:
             point_s3a_at(spark, s3.meta.endpoint_url)
+
+
+def test_a_budget_on_s3_spends_on_the_costliest_storage_first_and_the_next_run_takes_what_it_deferred(spark, s3, s3_endpoint,
+                                                                                                      tmp_path):
+    """Two tables on a versioned bucket: one's orphans in STANDARD, the other's, more bytes, in DEEP_ARCHIVE (as
+    the inventory lists them). A budget one delete past the first table spends it there whole, then takes the
+    other's largest file: each delete a delete marker, restorable. The next run, though the first table has new
+    orphans worth more, takes first what the first run deferred, and defers the first table."""
+    lake, housekeeping, orders = _lake(spark, s3)
+    archive = f"s3a://{lake}/warehouse/archive"
+    _write_lake_table(spark, archive)
+    for i in range(3):
+        s3.put_object(Bucket=lake, Key=f"warehouse/orders/orphan-{i}.parquet", Body=b"o" * 10_000)
+        s3.put_object(Bucket=lake, Key=f"warehouse/archive/orphan-{i}.parquet", Body=b"a" * (50_000 + i))
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    now = datetime.now(timezone.utc)
+
+    def deliver(name: str, hours_ago: float) -> None:
+        listed = [replace(o, storage_class="DEEP_ARCHIVE") if o.key.startswith("warehouse/archive/") and o.storage_class
+                  else o for o in _objects(s3, lake, aged_days=10)]
+        manifest = _deliver(s3, tmp_path / name, lake, housekeeping, listed, now - timedelta(hours=hours_ago))
+        assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+
+    forced = {"retention_hours": 0, "enforce_retention_duration": False, "delete": DeleteSettings(endpoint_url=s3_endpoint)}
+    deliver("d1", 2)
+    whole = {Path(t.table).name: t.counts.candidate_files for t in vacuum(spark, inventory, [orders, archive],
+                                                                            now_ms=now_ms() + 5000, **forced).tables}
+    first = vacuum(spark, inventory, [orders, archive], dry_run=False, audit_table=audit, max_deletes=whole["orders"] + 1,
+                   now_ms=now_ms() + 5000, **forced)
+    by = {Path(t.table).name: t for t in first.tables}
+    assert first.ok and by["orders"].counts.deleted_files == whole["orders"], first.summary()
+    assert by["archive"].counts.deleted_files == 1 and by["archive"].counts.deferred_files == whole["archive"] - 1
+    assert by["orders"].candidate_usd_per_month > by["archive"].candidate_usd_per_month  # STANDARD over DEEP_ARCHIVE
+    assert first.totals()["restorable_files"] == whole["orders"] + 1  # each a delete marker over its version
+    assert "warehouse/archive/orphan-2.parquet" not in _live_keys(s3, lake)  # its largest file
+    assert {"warehouse/archive/orphan-0.parquet", "warehouse/archive/orphan-1.parquet"} <= _live_keys(s3, lake)
+
+    for i in range(3, 6):
+        s3.put_object(Bucket=lake, Key=f"warehouse/orders/orphan-{i}.parquet", Body=b"o" * 10_000)
+    deliver("d2", 1)
+    second = vacuum(spark, inventory, [orders, archive], dry_run=False, audit_table=audit,
+                    max_deletes=whole["archive"] - 1, now_ms=now_ms() + 5000, **forced)
+    by = {Path(t.table).name: t for t in second.tables}
+    assert by["archive"].status == "vacuumed" and by["archive"].counts.deleted_files == whole["archive"] - 1
+    assert by["orders"].status == "deferred" and by["orders"].counts.deferred_files == 3, second.summary()
+    assert not {k for k in _live_keys(s3, lake) if k.startswith("warehouse/archive/orphan-")}

@@ -98,6 +98,8 @@ def vacuum(
     plan: VacuumPlan | None = None,
     keep_versions: KeepVersions | None = None,
     pins_table: str | None = None,
+    max_deletes: int | None = None,
+    min_reclaimable_bytes: int = 0,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
@@ -132,6 +134,9 @@ def vacuum(
             ``{table: [version, ...]}`` (deltalake's name; an entry may be a mapping with ``version`` or
             ``timestamp``, ``reason``, ``expires``) or a list of :class:`lakeio.pins.Pin`.
         pins_table: the pins table (``python -m vacuum_jobs pin`` writes it): its pins are kept too.
+        max_deletes: the most files the run deletes: the tables an earlier run left work in first (read from
+            ``audit_table``), then the costliest candidates; the rest are ``deferred`` (docs/operations.md).
+        min_reclaimable_bytes: skip a table whose candidates hold fewer bytes (``not_worth_it``).
 
     Returns:
         The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
@@ -143,7 +148,8 @@ def vacuum(
                             retention_hours=retention_hours, enforce_retention_duration=enforce_retention_duration,
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
                             delete=delete or DeleteSettings(), history=history, now_ms=now_ms,
-                            keep_versions=pins_given(keep_versions), pins_table=pins_table)
+                            keep_versions=pins_given(keep_versions), pins_table=pins_table,
+                            max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes)
     return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
@@ -211,6 +217,7 @@ class BatchVacuum:
         plan = execution.recheck_logs(execution.plan(diff, run_tables), run_tables)
         if reviewed is not None:
             plan = execution.within(plan, reviewed, run_tables)
+        plan = execution.budgeted(plan, run_tables, inventory, run.audit_table, run.now_ms)
         run.report.plan = plan = execution.frozen(execution.with_versions(plan, inventory))
         run.report.outcomes = execution.execute(plan, run_tables, inventory, run)
 
@@ -229,7 +236,7 @@ class BatchVacuum:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         report = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                            inventory_table=uris.to_uri(self.options.inventory_table),
-                           inventory_date=None, dry_run=self.options.dry_run)
+                           inventory_date=None, dry_run=self.options.dry_run, max_deletes=self.options.max_deletes)
         return VacuumRun(report, now_ms, started,
                          RunHistory(self.log_writer, report.run_id, self.options.enforce_retention_duration),
                          self.options.inventory_table, self.options.audit_table)

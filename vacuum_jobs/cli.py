@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pins-table", metavar="TABLE", type=place("TABLE"),
                         help="keep every version the pins in this table pin ('python -m vacuum_jobs pin' writes it); "
                              "a tables file's keep_versions are kept too")
+    parser.add_argument("--max-deletes", type=int, metavar="N",
+                        help="delete at most N files this run: first the tables an earlier run with this --audit-table "
+                             "left work in, then the tables whose candidates cost the most a month; the rest are "
+                             "reported deferred, with what they hold and cost (exit 0)")
+    parser.add_argument("--min-reclaimable-bytes", type=int, default=0, metavar="BYTES",
+                        help="skip a table whose candidates hold fewer bytes than this, as not worth its vacuum "
+                             "(default: %(default)d, none skipped)")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
                              "older than the inventory (default: %(default)g)")
@@ -284,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             delete=delete,
             history=args.history,
             pins_table=args.pins_table,
+            max_deletes=args.max_deletes,
+            min_reclaimable_bytes=args.min_reclaimable_bytes,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

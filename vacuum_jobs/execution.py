@@ -26,6 +26,7 @@ from lakeio.store.delete_if_present import why_deletes_cannot_tell
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
 from lakeio.times import epoch_ms
+from vacuum_jobs import budget
 from vacuum_jobs.delete_tasks import delete_planned
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.interrupted import note_intent
@@ -91,6 +92,18 @@ class Execution:
         for row in outside.groupBy("table_root").count().collect():
             run_tables[row["table_root"]].counts.outside_plan_files = row["count"]
         return bounded
+
+    def budgeted(self, plan: VacuumPlan, run_tables: RunTables, inventory: InventorySnapshot,
+                 audit_table: str | None, now_ms: int) -> VacuumPlan:
+        """The plan less the tables not worth a vacuum and less what the run's budget leaves for later (budget)."""
+        if self.options.max_deletes is None and not self.options.min_reclaimable_bytes or not plan.decisions:
+            return plan
+        self.progress.begin(Step.BUDGETING, f"weighing {len(plan.decisions)} table(s)"
+                            + (f" against a budget of {self.options.max_deletes:,} deletes" if self.options.max_deletes else ""))
+        first = (budget.deferred_before(self.spark, audit_table, list(plan.decisions), now_ms) if self.options.max_deletes
+                 else set())
+        return budget.spend(plan, budget.worth(plan, inventory), run_tables, max_deletes=self.options.max_deletes,
+                            min_reclaimable_bytes=self.options.min_reclaimable_bytes, first=first)
 
     def frozen(self, plan: VacuumPlan) -> VacuumPlan:
         """The plan materialized, as the deletes' step begins: what the intent note names is what the deletes

@@ -32,6 +32,8 @@ class VacuumOptions:
     delete: DeleteSettings = field(default_factory=DeleteSettings)
     keep_versions: tuple[Pin, ...] = ()  # pinned versions (lakeio.pins): their files are kept, whatever the retention
     pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins are kept too
+    max_deletes: int | None = None  # the most files the run deletes, the costliest tables first (vacuum_jobs.budget)
+    min_reclaimable_bytes: int = 0  # a table whose candidates hold fewer bytes is skipped
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
@@ -40,6 +42,12 @@ class VacuumOptions:
             raise InvalidOption("max_inventory_age_hours must be > 0")
         if self.retention_hours is not None and self.retention_hours < 0:
             raise InvalidOption("retention_hours must be >= 0")
+        if self.max_deletes is not None and (isinstance(self.max_deletes, bool) or not isinstance(self.max_deletes, int)
+                                             or self.max_deletes < 1):
+            raise InvalidOption(f"max_deletes must be a whole number >= 1, not {self.max_deletes!r}")
+        if isinstance(self.min_reclaimable_bytes, bool) or not isinstance(self.min_reclaimable_bytes, int) \
+                or self.min_reclaimable_bytes < 0:
+            raise InvalidOption(f"min_reclaimable_bytes must be a whole number >= 0, not {self.min_reclaimable_bytes!r}")
         if not 0 <= self.min_coverage <= 1:
             raise InvalidOption("min_coverage must be between 0 and 1")
         if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":

@@ -15,7 +15,7 @@ from lakeio.audit.contract import FINAL_STATUSES, AuditAction, TableStatus
 from lakeio.deltalog.pinned import PinState, PinStatus
 from lakeio.store import uris
 from lakeio.store.uris import TableRoot
-from lakeio.text import StrEnum, human_bytes, shorten
+from lakeio.text import StrEnum, human_bytes, shorten, usd
 from vacuum_jobs.vacuum_plan import VacuumPlan
 
 
@@ -53,6 +53,8 @@ class TableCounts:
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
     outside_plan_files: int = 0  # candidates the plan the run was given (a dry run's) does not name: kept
+    deferred_files: int = 0  # candidates the run's budget left for a later run (vacuum_jobs.budget): kept
+    deferred_bytes: int = 0
     restorable_files: int = 0  # deleted files a delete marker hides or the trash holds: restore can bring them back
     noncurrent_files: int = 0  # versions the inventory lists as noncurrent (what delete markers hide): never candidates
     noncurrent_bytes: int = 0
@@ -84,6 +86,8 @@ class ReasonCode(StrEnum):
     CHANGED_SINCE_PLANNING = "changed_since_planning"  # a change to its log the run cannot follow
     DELETES_FAILED = "deletes_failed"
     NOT_IN_PLAN = "not_in_plan"  # a table the plan the run was given (a dry run's) does not hold (skipped)
+    NOT_WORTH_IT = "not_worth_it"  # its candidates hold less than min_reclaimable_bytes (skipped)
+    BUDGET_SPENT = "budget_spent"  # the run's max_deletes was spent on tables before it (deferred)
 
 
 # How ``TableReport.history`` says a commit of the table's history is missing; and why, where the store
@@ -111,6 +115,8 @@ class TableReport:
     name: str | None = None  # the catalog name it was given by, shown in place of its location
     history: str | None = None  # its VACUUM START and END versions, or why they are missing; the rule that decided
     reason_code: ReasonCode | None = None  # the reason as a word of a fixed vocabulary
+    # what its candidates cost a month where they are (lakeio.prices); priced only with a budget or a least worth
+    candidate_usd_per_month: float | None = None
 
     @property
     def history_incomplete(self) -> bool:
@@ -153,6 +159,11 @@ class RunTables:
 
     def skip(self, root: TableRoot, code: ReasonCode, reason: str) -> None:
         self._end(root, TableStatus.SKIPPED, code, reason)
+
+    def defer(self, root: TableRoot, files: int, length: int, reason: str) -> None:
+        """``root`` left for a later run by the budget, with the ``files`` and ``length`` bytes it would reclaim."""
+        self[root].counts.deferred_files, self[root].counts.deferred_bytes = files, length
+        self._end(root, TableStatus.DEFERRED, ReasonCode.BUDGET_SPENT, reason)
 
     def end_deletes(self, outcomes: DataFrame, planned: list[TableRoot]) -> None:
         """Each table's delete counts (files and bytes per outcome, and how many a restore can bring back)
@@ -210,6 +221,8 @@ class RunReport:
     refused: str | None = None
     # Every pin the run kept (lakeio.pins), with its state: held, at risk, broken (makes the run exit 1), expired.
     pins: list[PinStatus] = field(default_factory=list)
+    # The most files the run deletes (vacuum_jobs.budget); None: no budget.
+    max_deletes: int | None = None
     # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.store.delete_if_present).
     deletes_unconfirmed: str | None = None
     elapsed_seconds: float = 0.0
@@ -235,6 +248,8 @@ class RunReport:
         refused or skipped, even after planning, deletes nothing, so its candidates are not the run's."""
         acted = [t for t in self.tables if t.status in ACTED_ON]
         totals = {name: sum(getattr(t.counts, name) for t in acted) for name in TableCounts.names()}
+        for name in ("deferred_files", "deferred_bytes"):  # a deferred table's candidates are the run's to leave
+            totals[name] = sum(getattr(t.counts, name) for t in self.tables)
         totals["tables"] = len(self.tables)
         for status in FINAL_STATUSES:
             totals[f"tables_{status}"] = sum(1 for t in self.tables if t.status == status)
@@ -259,7 +274,8 @@ class RunReport:
         prefix = uris.common_folder([r.table for r in self.tables])
         lines = [
             f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
-            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in FINAL_STATUSES) + ")"
+            f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in FINAL_STATUSES
+                                                   if s != TableStatus.DEFERRED or self.max_deletes is not None) + ")"
             + (f" under {prefix}" if prefix else ""),
             f"{'status':<9} {'table':<40} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
             f"{'recent':>7} {'missing':>8}",
@@ -301,6 +317,15 @@ class RunReport:
                if t["deleted_or_absent_files"] else "")
             + f"{t['failed_files']:,} failed"
         )
+        if self.max_deletes is not None:
+            deferred = [r for r in self.tables if r.counts.deferred_files]
+            worth = sum(r.candidate_usd_per_month or 0.0 for r in deferred if r.status == TableStatus.DEFERRED)
+            lines.append(f"budget: {self.max_deletes:,} delete(s); " + (
+                f"{len(deferred)} table(s) with {t['deferred_files']:,} candidate(s) ({human_bytes(t['deferred_bytes'])}"
+                f"{f', {usd(worth)}/month in the tables left whole' if worth else ''}) deferred: "
+                + ("the next run with this audit table takes them first" if self.audit_table
+                   else "without an --audit-table the next run cannot know them, and orders by cost alone")
+                if deferred else "nothing deferred"))
         if self.deletes_unconfirmed and t["deleted_or_absent_files"]:
             lines.append(f"note: {self.deletes_unconfirmed}")
         removed = t["deleted_files"] + t["deleted_or_absent_files"]

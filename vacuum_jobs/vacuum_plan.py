@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakeio.inventory import is_current
@@ -58,6 +58,13 @@ class VacuumPlan:
         decisions = {root: decided for root, decided in self.decisions.items() if root not in tables}
         targets = self.targets if files is None else self.targets.join(files, ["table_root", "path"], "left_anti")
         return VacuumPlan(MappingProxyType(decisions), of_tables(targets, list(decisions)) if tables else targets)
+
+    def largest(self, root: TableRoot, files: int) -> VacuumPlan:
+        """This plan with only the ``files`` largest targets of ``root`` (then in path order): where a budget ran out."""
+        rank = F.row_number().over(Window.partitionBy("table_root").orderBy(F.desc_nulls_last("length"), "path"))
+        mine = self.targets.where(F.col("table_root") == root)
+        return VacuumPlan(self.decisions, self.targets.where(F.col("table_root") != root).unionByName(
+            mine.withColumn("_rank", rank).where(F.col("_rank") <= files).drop("_rank")))
 
     def within(self, reviewed: VacuumPlan) -> VacuumPlan:
         """This plan less every target ``reviewed`` (a plan made before: a dry run's) does not name."""

@@ -57,6 +57,7 @@ class TableStatus(StrEnum):
     VACUUMED = "vacuumed"
     DRY_RUN = "dry_run"
     SKIPPED = "skipped"
+    DEFERRED = "deferred"  # planned, left for a later run by the run's budget (vacuum_jobs.budget)
     REFUSED = "refused"
     FAILED = "failed"
 
@@ -77,6 +78,7 @@ class AuditAction(StrEnum):
     TABLE_VACUUMED = "table_vacuumed"
     TABLE_DRY_RUN = "table_dry_run"
     TABLE_SKIPPED = "table_skipped"
+    TABLE_DEFERRED = "table_deferred"
     TABLE_REFUSED = "table_refused"
     TABLE_FAILED = "table_failed"
     # restore and purge (vacuum_jobs.restore_purge): per file, then one row per table (a purge's rows carry

@@ -41,6 +41,7 @@ class Step(StrEnum):
     READING_PINS = "reading the pins"
     PLANNING = "planning"
     RECHECKING = "checking the logs again"
+    BUDGETING = "weighing the tables"  # only with a budget or a least worth (vacuum_jobs.budget)
     DELETING = "deleting"  # or, in a dry run, listing the candidates
     # restore and purge
     SELECTING = "selecting"

@@ -1,0 +1,163 @@
+"""A run's budget (vacuum_jobs.budget): at most max_deletes files, the costliest tables first, the rest deferred
+and taken first by the next run; and min_reclaimable_bytes, which skips a table not worth its vacuum."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakeio.audit.contract import verify_chain
+from lakeio.errors import InvalidOption
+from lakeio.spark.shapes import CANDIDATES
+from lakeio.store.uris import TableRoot
+from tests.lakes import inventory_of, now_ms, vacuum
+from tests.report_schemas import assert_matches_schema
+from vacuum_jobs import TableStatus
+from vacuum_jobs.budget import Worth, spend
+from vacuum_jobs.cli import main as vacuum_main
+from vacuum_jobs.options import VacuumOptions
+from vacuum_jobs.report import ReasonCode, RunTables, TableReport
+from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
+
+pytestmark = pytest.mark.slow  # four runs over one lake, each with its own inventory
+
+DAY_S = 86_400
+# table -> its orphans' sizes in bytes: what each is worth a month follows their sum (all STANDARD)
+ORPHANS = {"a": [5000 + i for i in range(6)], "b": [20_000] * 4, "c": [100] * 10, "d": [1000] * 3}
+
+
+def _lake(bucket: Path) -> dict[str, Path]:
+    """One small table per name, with its orphans written ten days ago (candidates at the default retention)."""
+    tables = {}
+    for name, sizes in ORPHANS.items():
+        table = bucket / name
+        write_deltalake(str(table), pa.table({"id": [1]}))
+        for i, size in enumerate(sizes):
+            orphan = table / f"orphan-{i:02d}.parquet"
+            orphan.write_bytes(b"x" * size)
+            os.utime(orphan, (now_ms() / 1000 - 10 * DAY_S,) * 2)
+        tables[name] = table
+    return tables
+
+
+def _orphans_left(tables: dict[str, Path]) -> dict[str, list[int]]:
+    return {name: sorted(p.stat().st_size for p in table.glob("orphan-*")) for name, table in tables.items()}
+
+
+def _run(spark, bucket: Path, work: Path, tables: dict[str, Path], **options):
+    report = vacuum(spark, inventory_of(spark, bucket, work), [str(t) for t in tables.values()], **options)
+    assert_matches_schema(report.to_dict(), "vacuum-report")
+    return report, {Path(t.table).name: t for t in report.tables}
+
+
+def test_budgeted_runs_take_the_costliest_first_defer_the_rest_and_the_next_run_takes_those_first(spark, tmp_path):
+    bucket, audit = tmp_path / "lake", str(tmp_path / "audit")
+    tables = _lake(bucket)
+    budget = {"max_deletes": 8, "audit_table": audit}
+
+    # A dry run with the budget plans exactly what the applied run then deletes.
+    dry, by = _run(spark, bucket, tmp_path / "dry", tables, **budget)
+    assert dry.plan is not None
+    planned = {Path(root).name: sorted(length for _, length in files) for root, files in dry.plan.files().items()}
+    assert planned == {"b": [20_000] * 4, "a": [5002, 5003, 5004, 5005]}  # b costs most; a's largest, to the budget
+    assert by["c"].status == by["d"].status == TableStatus.DEFERRED
+
+    first, by = _run(spark, bucket, tmp_path / "run1", tables, dry_run=False, **budget)
+    assert first.ok and first.totals()["deleted_files"] == 8
+    assert {n: t.status for n, t in by.items()} == {"a": TableStatus.VACUUMED, "b": TableStatus.VACUUMED,
+                                                    "c": TableStatus.DEFERRED, "d": TableStatus.DEFERRED}
+    assert by["a"].reason_code is ReasonCode.BUDGET_SPENT and by["a"].counts.deferred_files == 2
+    assert by["a"].counts.deferred_bytes == 5000 + 5001
+    assert (by["c"].counts.deferred_files, by["c"].counts.deferred_bytes) == (10, 1000)
+    assert by["c"].reason_code is ReasonCode.BUDGET_SPENT and by["c"].candidate_usd_per_month > 0
+    assert _orphans_left(tables) == {"a": [5000, 5001], "b": [], "c": [100] * 10, "d": [1000] * 3}
+    assert "3 table(s) with 15 candidate(s)" in first.summary() and "2 deferred" in first.summary()
+    assert "the next run with this audit table takes them first" in first.summary()
+
+    # The tables the first run left work in go first, costliest first; b, cheaper now, has nothing left.
+    second, by = _run(spark, bucket, tmp_path / "run2", tables, dry_run=False, **budget)
+    assert second.totals()["deleted_files"] == 8
+    assert _orphans_left(tables) == {"a": [], "b": [], "c": [100] * 7, "d": []}
+    assert by["c"].status == TableStatus.VACUUMED and by["c"].counts.deferred_files == 7
+
+    third, by = _run(spark, bucket, tmp_path / "run3", tables, dry_run=False, **budget)
+    assert third.totals()["deleted_files"] == 7 and "nothing deferred" in third.summary()
+    assert _orphans_left(tables) == {name: [] for name in ORPHANS}
+    check = verify_chain(spark, audit)
+    assert not check.problems and check.runs == 4
+
+    # One run without a budget over the same lake deletes the same files in all.
+    again = _lake(tmp_path / "again")
+    whole, _ = _run(spark, tmp_path / "again", tmp_path / "whole", again, dry_run=False)
+    assert whole.totals()["deleted_files"] == 8 + 8 + 7 == sum(len(s) for s in ORPHANS.values())
+
+
+def test_a_table_whose_candidates_are_worth_less_than_the_least_is_skipped_and_said(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    tables = _lake(bucket)
+    report, by = _run(spark, bucket, tmp_path / "run", tables, dry_run=False, min_reclaimable_bytes=2000)
+    assert by["c"].status == TableStatus.SKIPPED and by["c"].reason_code is ReasonCode.NOT_WORTH_IT
+    assert "less than --min-reclaimable-bytes 2,000" in (by["c"].reason or "")
+    assert _orphans_left({"c": tables["c"]}) == {"c": [100] * 10}
+    assert all(by[n].status == TableStatus.VACUUMED for n in "abd") and report.ok
+
+
+def test_a_budget_given_wrongly_is_refused_before_spark_naming_the_flag(capsys):
+    with pytest.raises(InvalidOption, match="max_deletes must be a whole number >= 1, not 0"):
+        VacuumOptions("s3://lake/inventory", max_deletes=0)
+    with pytest.raises(InvalidOption, match="min_reclaimable_bytes must be a whole number >= 0, not -1"):
+        VacuumOptions("s3://lake/inventory", min_reclaimable_bytes=-1)
+    with pytest.raises(SystemExit) as exited:
+        vacuum_main(["--inventory-table", "s3://lake/inventory", "--table", "s3://lake/t", "--max-deletes", "0"])
+    assert exited.value.code == 2 and "--max-deletes must be a whole number >= 1, not 0" in capsys.readouterr().err
+
+
+def test_a_budgeted_run_without_an_audit_table_says_the_next_run_cannot_know_what_it_deferred(spark, tmp_path):
+    bucket = tmp_path / "lake"
+    tables = _lake(bucket)
+    shutil.rmtree(tables.pop("a"))
+    report, by = _run(spark, bucket, tmp_path / "run", tables, max_deletes=3)
+    assert [n for n, t in by.items() if t.status == TableStatus.DEFERRED] == ["c", "d"]
+    assert "without an --audit-table the next run cannot know them" in report.summary()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_whatever_the_lake_and_budget_the_run_takes_a_prefix_of_its_order_and_defers_the_rest_whole(spark, seed):
+    """A generator of lakes (tables of random files, some left work in before) and budgets: the budget is spent
+    exactly (or the candidates run out), on the earlier runs' tables first, then the costliest; at most one
+    table is cut, keeping its largest files; every table after it is deferred whole, its counts saying so."""
+    rng = random.Random(seed)
+    sizes = {TableRoot(f"file:///lake/t{i}"): [rng.choice([0, 10, 100, 1000, 5000]) for _ in range(rng.randint(0, 6))]
+             for i in range(rng.randint(1, 7))}
+    rows = [(root, f"{root}/f{j}", size, 0) for root, files in sizes.items() for j, size in enumerate(files)]
+    plan = VacuumPlan.of({root: Decision.VACUUM for root in sizes}, spark.createDataFrame(rows, CANDIDATES.schema))
+    worths = {root: Worth(len(files), sum(files), sum(files) * 1e-9) for root, files in sizes.items()}
+    first = {root for root in sizes if rng.random() < 0.3}
+    max_deletes = rng.randint(1, 1 + sum(len(f) for f in sizes.values()))
+    run_tables = RunTables({root: TableReport(root) for root in sizes})
+
+    kept = {root: sorted(length for _, length in files) for root, files in
+            spend(plan, worths, run_tables, max_deletes=max_deletes, min_reclaimable_bytes=0, first=first).files().items()}
+
+    total = sum(len(f) for f in sizes.values())
+    assert sum(len(k) for k in kept.values()) == min(max_deletes, total)
+    assert all(r in kept for r in sizes if not sizes[r])  # a table with nothing to delete costs no budget
+    order = sorted((r for r in sizes if sizes[r]), key=lambda r: (r not in first, -worths[r].usd_per_month, r))
+    taken = [r for r in order if r in kept]
+    assert order[:len(taken)] == taken  # a prefix of the order, first the earlier runs' tables
+    cut = [r for r in taken if len(kept[r]) < len(sizes[r])]
+    assert len(cut) <= 1 and (not cut or cut[0] == taken[-1])
+    for root in cut:
+        assert kept[root] == sorted(sizes[root])[len(sizes[root]) - len(kept[root]):]  # its largest files
+        assert run_tables[root].counts.deferred_files == len(sizes[root]) - len(kept[root])
+        assert run_tables[root].reason_code is ReasonCode.BUDGET_SPENT
+    for root in order[len(taken):]:
+        report = run_tables[root]
+        assert report.status == TableStatus.DEFERRED and (report.counts.deferred_files, report.counts.deferred_bytes) == (
+            len(sizes[root]), sum(sizes[root]))

@@ -1,0 +1,126 @@
+"""Where a run's deletes stop: the tables worth a vacuum, in the order that pays most, up to a budget.
+
+After the logs' re-check, each table's candidates are counted and priced (their bytes at their storage
+class's monthly price, lakeio.prices). A table whose candidates hold less than ``min_reclaimable_bytes``
+is skipped (``not_worth_it``). With ``max_deletes``, the tables go in order: first those an earlier run
+left work in (the audit's ``table_deferred`` rows, and the table it stopped inside, of the last
+MEMORY_DAYS), then by what their
+candidates cost a month, the most first. Each takes its candidates whole while the budget lasts; the
+table the budget runs out in takes its largest files first, up to what is left, and is vacuumed (or
+dry-run) for those; the tables after it are ``deferred``: their report says what they hold and cost, and
+the next run with the same audit table takes them first. Deleting fewer of the files a table may lose
+is always safe: the rest stay for a later run, which plans them again from the logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakeio.audit.contract import DELETING_RUNS, AuditAction, read_audit, rows_date
+from lakeio.inventory import InventorySnapshot, current_objects
+from lakeio.prices import BYTES_PER_GB, DEFAULT_USD_PER_GB_MONTH
+from lakeio.spark.shapes import of_tables
+from lakeio.store import uris
+from lakeio.store.uris import TableRoot
+from lakeio.tables.read import TableNotFound
+from lakeio.text import human_bytes, usd
+from vacuum_jobs.report import ReasonCode, RunTables
+from vacuum_jobs.vacuum_plan import VacuumPlan
+
+# How the reason of a table the budget ran out in begins: the next run reads it back from the audit.
+STOPPED_INSIDE = "the budget ran out in this table"
+MEMORY_DAYS = 31  # how far back a run looks for what earlier runs deferred: the audit's partitions it reads
+
+
+@dataclass(frozen=True)
+class Worth:
+    """One planned table's candidates: how many, their bytes, what they cost a month where they are."""
+
+    files: int
+    bytes: int
+    usd_per_month: float
+
+
+def worth(plan: VacuumPlan, inventory: InventorySnapshot, prices: Mapping[str, float] = DEFAULT_USD_PER_GB_MONTH
+          ) -> dict[TableRoot, Worth]:
+    """Each table of ``plan`` with its candidates' worth (one Spark job); a file the inventory lists without a
+    storage class (not S3) is priced as STANDARD; where two deliveries list a key, either's class will do."""
+    classes = current_objects(inventory.rows).select(uris.canonical_col(F.col("path")).alias("path"), "storage_class")
+    price = F.create_map(*[F.lit(x) for item in prices.items() for x in item])
+    priced = plan.targets.select("table_root", "path", "length").join(classes.dropDuplicates(["path"]), "path", "left")
+    usd_per_byte = F.coalesce(price[F.coalesce(F.upper("storage_class"), F.lit("STANDARD"))],
+                              F.lit(prices.get("STANDARD", 0.0))) / BYTES_PER_GB
+    found = {TableRoot(row["table_root"]): Worth(row["files"], row["bytes"] or 0, row["usd"] or 0.0)
+             for row in priced.groupBy("table_root").agg(
+                 F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"),
+                 F.sum(F.coalesce("length", F.lit(0)) * usd_per_byte).alias("usd")).collect()}
+    return {root: found.get(root, Worth(0, 0, 0.0)) for root in plan.decisions}
+
+
+def deferred_before(spark: SparkSession, audit_table: str | None, roots: Sequence[TableRoot], now_ms: int
+                    ) -> set[TableRoot]:
+    """Of ``roots``, those whose newest row of a run that deleted (a dry run changes nothing, so decides nothing
+    here) in the last ``MEMORY_DAYS`` left work for a later run: deferred, or the table the budget ran out in. A
+    budgeted run that deleted holds a vacuumed or failed table: the budget always reaches the first of its order."""
+    if not audit_table:
+        return set()
+    try:
+        rows = read_audit(spark, audit_table).where(F.col("run_date") >= rows_date(now_ms) - timedelta(days=MEMORY_DAYS))
+    except TableNotFound:
+        return set()
+    deleting = rows.where(F.col("path").isNull() & F.col("action").isin([a.value for a in DELETING_RUNS]))
+    vacuums = [a.value for a in (*DELETING_RUNS, AuditAction.TABLE_DEFERRED, AuditAction.TABLE_SKIPPED,
+                                 AuditAction.TABLE_REFUSED)]
+    newest = (of_tables(rows.where(F.col("path").isNull() & F.col("action").isin(vacuums)), roots)
+              .join(deleting.select("run_id").distinct(), "run_id", "left_semi").groupBy("table_root")
+              .agg(F.max_by(F.struct("action", "error"), F.struct("timestamp", "seq")).alias("last")))
+    left = newest.where((F.col("last.action") == AuditAction.TABLE_DEFERRED.value)
+                        | F.coalesce(F.col("last.error").startswith(STOPPED_INSIDE), F.lit(False)))
+    return {TableRoot(row["table_root"]) for row in left.collect()}
+
+
+def spend(plan: VacuumPlan, worths: Mapping[TableRoot, Worth], run_tables: RunTables, *, max_deletes: int | None,
+          min_reclaimable_bytes: int, first: Collection[TableRoot] = ()) -> VacuumPlan:
+    """The plan less the tables not worth a vacuum (skipped) and less what the budget does not reach
+    (deferred, or the smaller files of the table it runs out in); each table's report says which and why."""
+    worthless = [root for root in plan.decisions if worths[root].bytes < min_reclaimable_bytes]
+    for root in worthless:
+        w = worths[root]
+        run_tables.skip(root, ReasonCode.NOT_WORTH_IT,
+                        f"its {w.files:,} candidate(s) hold {human_bytes(w.bytes)}, less than --min-reclaimable-bytes "
+                        f"{min_reclaimable_bytes:,}")
+    plan = plan.without(worthless)
+    for root in plan.decisions:
+        run_tables[root].candidate_usd_per_month = worths[root].usd_per_month
+    if max_deletes is None:
+        return plan
+    order = sorted(plan.decisions, key=lambda r: (r not in first, -worths[r].usd_per_month, -worths[r].bytes, r))
+    left, deferred, cut = max_deletes, [], None
+    for root in order:
+        w = worths[root]
+        if w.files <= left:
+            left -= w.files
+        elif left > 0:
+            cut, left = (root, left), 0
+        else:
+            deferred.append(root)
+            run_tables.defer(root, w.files, w.bytes,
+                             f"deferred by the budget of {max_deletes:,} deletes: its {w.files:,} candidate(s) hold "
+                             f"{human_bytes(w.bytes)}, {usd(w.usd_per_month)}/month")
+    plan = plan.without(deferred)
+    if cut is None:
+        return plan
+    root, taken = cut
+    plan = plan.largest(root, taken)
+    kept = plan.targets.where(F.col("table_root") == root).agg(F.coalesce(F.sum("length"), F.lit(0))).collect()[0][0]
+    w, counts = worths[root], run_tables[root].counts
+    counts.deferred_files, counts.deferred_bytes = w.files - taken, w.bytes - kept
+    run_tables[root].reason_code = ReasonCode.BUDGET_SPENT
+    run_tables[root].reason = (f"{STOPPED_INSIDE}: it takes its {taken:,} largest of {w.files:,} candidate(s); the other "
+                               f"{w.files - taken:,} ({human_bytes(w.bytes - kept)}) are deferred")
+    return plan
