@@ -352,6 +352,8 @@ def decide(q: Question, table: TableErasure | None, trail: Sequence[AuditEntry],
                 if table and table.last_deleting_run else "no vacuum run has deleted files in this table")
     planned = [r for r in trail if r.action == AuditAction.WOULD_DELETE]
     dry = f"; dry run {planned[-1].run_id} planned it" if planned else ""
+    deferred = [r for r in trail if r.action == AuditAction.DEFERRED]
+    dry += f"; run {deferred[-1].run_id} planned it, and ran out of time (--max-minutes) before its delete" if deferred else ""
     since = f"deletable since {iso_utc(eligible_ms)}" if removed_ms is not None and retention is not None \
         else "deletable (no longer referenced by the log)"
     return answer(ErasureStatus.NOT_VACUUMED_SINCE, f"{since}; {last_run}{dry}")

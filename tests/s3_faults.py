@@ -146,6 +146,10 @@ class FaultyS3:
         self.refuse_delete_conditions = refuse_delete_conditions
         self._folders_free_at: dict[bytes, float] = {}  # (bucket/folder) -> when its keys so far have had their time
         self.gate: threading.Barrier | None = None  # when set, each DeleteObjects waits there for the others
+        # when set, each DeleteObjects (into hold_bucket, where given) waits until it is, after setting ``arrived``
+        self.hold: threading.Event | None = None
+        self.hold_bucket: str | None = None
+        self.arrived = threading.Event()
         self.script: list[str] = []
         self.put_script: list[str] = []
         self.puts: list[tuple[str, str]] = []  # (fault, path) of each conditional put
@@ -232,6 +236,9 @@ class FaultyS3:
             def _delete_objects(self, headers: dict, body: bytes):
                 if proxy.gate is not None:
                     proxy.gate.wait()  # BrokenBarrierError (the request fails) unless its fellows come in time
+                if proxy.hold is not None and proxy.hold_bucket in (None, urlsplit(self.path).path.strip("/")):
+                    proxy.arrived.set()
+                    proxy.hold.wait()
                 if proxy.refuse_delete_conditions and b"<ETag>" in body:
                     return self._answer(501, [("Content-Type", "application/xml")], _NOT_IMPLEMENTED)
                 keys = [m.group(1) for o in _OBJECT.findall(body) if (m := _KEY.search(o))]

@@ -16,10 +16,10 @@ from lakeio.audit.contract import verify_chain
 from lakeio.errors import InvalidOption
 from lakeio.spark.shapes import CANDIDATES
 from lakeio.store.uris import TableRoot
-from tests.lakes import inventory_of, now_ms, vacuum
+from tests.lakes import inventory_of, now_ms, ours, vacuum
 from tests.report_schemas import assert_matches_schema
 from vacuum_jobs import TableStatus
-from vacuum_jobs.budget import Worth, spend
+from vacuum_jobs.budget import OUT_OF_TIME, Worth, spend
 from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.report import ReasonCode, RunTables, TableReport
@@ -113,9 +113,16 @@ def test_a_budget_given_wrongly_is_refused_before_spark_naming_the_flag(capsys):
         VacuumOptions("s3://lake/inventory", max_deletes=0)
     with pytest.raises(InvalidOption, match="min_reclaimable_bytes must be a whole number >= 0, not -1"):
         VacuumOptions("s3://lake/inventory", min_reclaimable_bytes=-1)
-    with pytest.raises(SystemExit) as exited:
-        vacuum_main(["--inventory-table", "s3://lake/inventory", "--table", "s3://lake/t", "--max-deletes", "0"])
-    assert exited.value.code == 2 and "--max-deletes must be a whole number >= 1, not 0" in capsys.readouterr().err
+    for minutes in (0, -1.5, float("nan"), float("inf"), True, "10"):
+        with pytest.raises(InvalidOption, match="max_minutes must be a number of minutes > 0"):
+            VacuumOptions("s3://lake/inventory", max_minutes=minutes)
+    for flag, value, said in (("--max-deletes", "0", "--max-deletes must be a whole number >= 1, not 0"),
+                              ("--max-minutes", "0", "--max-minutes must be a number of minutes > 0, not 0.0"),
+                              ("--max-minutes", "soon", "argument --max-minutes: invalid float value: 'soon'")):
+        with pytest.raises(SystemExit) as exited:
+            vacuum_main(["--inventory-table", "s3://lake/inventory", "--table", "s3://lake/t", flag, value])
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and said in err and len(err.strip().splitlines()[-1]) < 200, err
 
 
 def test_a_budgeted_run_without_an_audit_table_says_the_next_run_cannot_know_what_it_deferred(spark, tmp_path):
@@ -161,3 +168,25 @@ def test_whatever_the_lake_and_budget_the_run_takes_a_prefix_of_its_order_and_de
         report = run_tables[root]
         assert report.status == TableStatus.DEFERRED and (report.counts.deferred_files, report.counts.deferred_bytes) == (
             len(sizes[root]), sum(sizes[root]))
+
+
+def test_a_run_whose_time_is_gone_before_its_deletes_defers_them_whole_and_the_next_budget_takes_them_first(spark,
+                                                                                                       tmp_path):
+    """--max-minutes shorter than planning takes: the tables to vacuum are deferred whole, nothing deleted, no
+    VACUUM START written; though it deleted nothing, the next run with a budget of deletes takes them first,
+    ahead of costlier tables."""
+    bucket, audit = tmp_path / "lake", str(tmp_path / "audit")
+    tables = _lake(bucket)
+    cheap = {name: tables[name] for name in "cd"}
+    late, by = _run(spark, bucket, tmp_path / "run1", cheap, dry_run=False, audit_table=audit, max_minutes=0.0001)
+    assert late.ok and late.totals()["deleted_files"] == 0 and late.totals()["deferred_files"] == 13
+    assert all(t.status == TableStatus.DEFERRED and t.history is None for t in by.values()), late.summary()
+    assert by["c"].reason.startswith(OUT_OF_TIME) and "--max-minutes 0.0001" in by["c"].reason
+    assert by["c"].candidate_usd_per_month > 0 and "budget: 0.0001 minute(s); 2 table(s) with 13" in late.summary()
+    assert _orphans_left(cheap) == {"c": [100] * 10, "d": [1000] * 3}
+    assert not ours(tables["c"])
+
+    first, by = _run(spark, bucket, tmp_path / "run2", tables, dry_run=False, audit_table=audit, max_deletes=13)
+    assert _orphans_left(tables) == {"a": ORPHANS["a"], "b": ORPHANS["b"], "c": [], "d": []}
+    assert by["a"].status == by["b"].status == TableStatus.DEFERRED
+    assert not verify_chain(spark, audit).problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import uuid
 from collections import Counter
@@ -251,6 +252,86 @@ def test_versioned_bucket_purge_deletes_every_listed_version(bucket):
     listing = client.list_object_versions(Bucket=name, Prefix="orphan")
     assert not listing.get("Versions") and not listing.get("DeleteMarkers")
     assert remaining(client, name) == {"other"}
+
+
+class StopsAfter:
+    """An epoch-ms clock that reads before the deadline for its first ``checks`` readings, and at it after."""
+
+    def __init__(self, checks: int, stop_at_ms: int):
+        self.checks, self.stop_at_ms, self.read = checks, stop_at_ms, 0
+
+    def __call__(self) -> int:
+        self.read += 1
+        return self.stop_at_ms - 1 if self.read <= self.checks else self.stop_at_ms
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_once_the_time_runs_out_no_request_starts_a_key_begun_is_finished_and_the_rest_deferred(s3_endpoint, seed):
+    """A generator of tables (keys with one to three versions to purge, or plain deletes), batch sizes and the
+    batch before which the time runs out: each key ends once; a deferred key keeps every version; every other key
+    is wholly deleted (its versions are never split between a request and the deferral); no request starts after
+    the time but those finishing a key begun."""
+    rng = random.Random(seed)
+    client, name = s3_client(s3_endpoint), f"b-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    purge = rng.random() < 0.5
+    targets = []
+    for t in range(rng.randint(1, 3)):
+        for k in range(rng.randint(1, 6)):
+            key = f"t{t}/k{k}"
+            versions = tuple(client.put_object(Bucket=name, Key=key, Body=b"x")["VersionId"]
+                             for _ in range(rng.randint(1, 3) if purge else 1))
+            targets.append(Target(f"s3://{name}/t{t}", f"s3://{name}/{key}", 1, 0, versions if purge else ()))
+    calls = count_calls(client)
+    clock = StopsAfter(rng.randint(0, 6), 1_000)
+    settings = DeleteSettings(if_present=True, keys_per_second=100_000, purge_versions=purge, batch_size=rng.randint(1, 4),
+                              stop_at_ms=1_000, prefixes_at_once=1)
+
+    outcomes = list(S3BatchDeleter(settings, client=client, clock=clock).delete(targets))
+
+    assert Counter(o.target.path for o in outcomes) == Counter(t.path for t in targets)  # each key once
+    left = {o.target.path for o in outcomes if o.action == AuditAction.DEFERRED}
+    assert {o.action for o in outcomes} <= {AuditAction.DELETED, AuditAction.DEFERRED}
+    versions = client.list_object_versions(Bucket=name)
+    live = Counter(f"s3://{name}/{v['Key']}" for v in versions.get("Versions", []))
+    for target in targets:
+        if target.path in left:  # untouched: every version there, no delete marker over it
+            assert live[target.path] == max(1, len(target.version_ids)), target
+            assert all(f"s3://{name}/{m['Key']}" != target.path for m in versions.get("DeleteMarkers", []))
+        elif purge:
+            assert not live[target.path], target
+    asked = sum(len(c["Delete"]["Objects"]) for c in calls)
+    assert asked == sum(max(1, len(t.version_ids)) for t in targets if t.path not in left)
+    if clock.checks == 0:
+        assert not calls and len(left) == len(targets)  # out of time from the start: nothing asked
+
+
+def test_a_key_whose_versions_a_request_began_to_purge_has_the_rest_asked_after_the_time(bucket):
+    client, name = bucket
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    versions = tuple(client.put_object(Bucket=name, Key="t/k", Body=b"x")["VersionId"] for _ in range(3))
+    client.put_object(Bucket=name, Key="t/later", Body=b"x")
+    calls = count_calls(client)
+    settings = DeleteSettings(keys_per_second=100_000, purge_versions=True, batch_size=1, stop_at_ms=1_000)
+    outcomes = list(S3BatchDeleter(settings, client=client, clock=StopsAfter(1, 1_000)).delete(
+        [Target(f"s3://{name}/t", f"s3://{name}/t/k", 1, 0, versions), Target(f"s3://{name}/t", f"s3://{name}/t/later", 1, 0)]))
+    assert {o.target.path.rsplit("/", 1)[1]: o.action for o in outcomes} == {"later": AuditAction.DEFERRED,
+                                                                                "k": AuditAction.DELETED}
+    assert len(calls) == 3 and remaining(client, name) == {"t/later"}  # one request in time, two finishing k
+
+
+def test_local_files_left_when_the_time_runs_out_are_deferred_and_stay(tmp_path):
+    root = tmp_path / "t"
+    root.mkdir()
+    files = [root / f"f{i}.parquet" for i in range(4)]
+    for f in files:
+        f.write_bytes(b"x")
+    outcomes = list(delete_local([Target(f"file://{root}", f"file://{f}", 1, 0) for f in files], "run-1",
+                                 stop_at_ms=1_000, clock=StopsAfter(2, 1_000)))
+    assert [o.action for o in outcomes] == [AuditAction.DELETED] * 2 + [AuditAction.DEFERRED] * 2
+    assert [f.exists() for f in files] == [False, False, True, True]
+    assert outcomes[-1].error and "--max-minutes" in outcomes[-1].error
 
 
 def test_versions_object_lock_keeps_are_refused_by_name_and_governance_is_bypassed_only_when_asked(s3_endpoint):

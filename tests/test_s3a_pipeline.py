@@ -19,6 +19,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -27,20 +29,23 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import functions as F
 
 from inventory_etl.ingestion import IngestInventory
 from inventory_etl.producer import InventoryObject, write_delivery
 from lake_reports.charges import chargeback
 from lake_reports.cli import main as reports_main
 from lake_reports.erasure_evidence import erasure
-from lakeio.audit.contract import read_audit
+from lakeio.audit.contract import read_audit, verify_chain
 from lakeio.spark.session import delta_jars_present
 from lakeio.spark.steps import Step
+from lakeio.times import epoch_ms
 from tests.conftest import JARS
 from tests.lakes import now_ms, ours, vacuum
-from tests.s3_faults import s3_client, s3a_settings
+from tests.s3_faults import FaultyS3, s3_client, s3a_settings
 from tests.test_erasure_versions import _listing
 from vacuum_jobs.batch_vacuum import BatchVacuum
+from vacuum_jobs.budget import STOPPED_INSIDE
 from vacuum_jobs.cli import main as vacuum_main
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.options import VacuumOptions
@@ -502,3 +507,60 @@ def test_a_budget_on_s3_spends_on_the_costliest_storage_first_and_the_next_run_t
     assert by["archive"].status == "vacuumed" and by["archive"].counts.deleted_files == whole["archive"] - 1
     assert by["orders"].status == "deferred" and by["orders"].counts.deferred_files == 3, second.summary()
     assert not {k for k in _live_keys(s3, lake) if k.startswith("warehouse/archive/orphan-")}
+
+
+def test_a_run_whose_time_runs_out_on_s3_answers_the_request_it_sent_and_defers_the_rest(spark, s3, s3_endpoint, tmp_path):
+    """The run's first DeleteObjects (two keys) is held at the store until the run's --max-minutes has passed:
+    its answer counts, no other request starts, and every other candidate is deferred, recorded so in the audit
+    and taken by the next run."""
+    lake, housekeeping, orders = _lake(spark, s3)
+    for i in range(6):
+        s3.put_object(Bucket=lake, Key=f"warehouse/orders/orphan-{i}.parquet", Body=b"o" * 1000)
+    inventory, audit = f"s3a://{housekeeping}/tables/inventory", f"s3a://{housekeeping}/tables/audit"
+    manifest = _deliver(s3, tmp_path / "d1", lake, housekeeping, _objects(s3, lake, aged_days=10),
+                        datetime.now(timezone.utc) - timedelta(hours=1))
+    assert not IngestInventory(spark, inventory, {}).execute([manifest]).refused
+    forced = {"retention_hours": 0, "enforce_retention_duration": False}
+    whole = vacuum(spark, inventory, [orders], now_ms=now_ms() + 5000, **forced).tables[0].counts.candidate_files
+    assert whole > 2
+    proxy = FaultyS3(s3_endpoint)
+    proxy.hold, proxy.hold_bucket, minutes, done = threading.Event(), lake, 0.5, {}
+    live, began = _live_keys(s3, lake), epoch_ms()
+
+    def run() -> None:
+        done["report"] = vacuum(spark, inventory, [orders], dry_run=False, audit_table=audit, max_minutes=minutes,
+                                now_ms=now_ms() + 5000, delete=DeleteSettings(endpoint_url=proxy.endpoint, batch_size=2),
+                                **forced)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        assert proxy.arrived.wait(timeout=minutes * 60), "the run sent no delete within its time: nothing to hold"
+        arrived = epoch_ms()
+        assert arrived < began + minutes * 60_000, "the first delete came after the run's time: the test cannot cut it"
+        # The run began before the request came, so its time is over by then plus its minutes.
+        time.sleep((arrived + minutes * 60_000 - epoch_ms()) / 1000 + 0.1)
+    finally:
+        proxy.hold.set()
+        runner.join()
+        proxy.close()
+    report = done["report"]
+    table = report.tables[0]
+    removed = table.counts.deleted_files + table.counts.deleted_or_absent_files
+    assert report.ok and table.status == "vacuumed" and removed == 2, report.summary()
+    assert (table.counts.deferred_files, table.counts.deferred_bytes > 0) == (whole - 2, True)
+    assert table.reason_code == "budget_spent" and table.reason.startswith(STOPPED_INSIDE), table.reason
+    assert len(live - _live_keys(s3, lake)) == 2  # no other delete reached the lake
+    assert "budget: 0.5 minute(s); 1 table(s)" in report.summary()
+    rows = read_audit(spark, audit).where(F.col("run_id") == report.run_id)
+    deferred = [row["path"] for row in rows.where(F.col("action") == "deferred").collect()]
+    assert len(deferred) == whole - 2 and not verify_chain(spark, audit).problems
+    [answer] = erasure(spark, audit, inventory, paths=[deferred[0]]).answers  # not erased, and why
+    assert answer.status == "not_vacuumed_since" and f"run {report.run_id} planned it, and ran out of time" in answer.detail
+
+    after = vacuum(spark, inventory, [orders], dry_run=False, audit_table=audit, now_ms=now_ms() + 5000,
+                   delete=DeleteSettings(endpoint_url=s3_endpoint), **forced)
+    counts = after.tables[0].counts
+    # the same inventory: what the first run deleted is already gone, the rest is this run's
+    assert (counts.deleted_files + counts.deleted_or_absent_files, counts.already_absent_files) == (whole - 2, 2)
+    assert not {k for k in _live_keys(s3, lake) if k.startswith("warehouse/orders/orphan-")}

@@ -73,6 +73,7 @@ class VacuumRun:
     report: RunReport
     now_ms: int
     started: float  # time.monotonic() when it began
+    stop_at_ms: int | None  # epoch ms after which no delete starts (options.max_minutes), by the real clock
     history: RunHistory
     inventory_table: str  # the options' tables, catalog names resolved to locations (_resolve_names)
     audit_table: str | None
@@ -100,6 +101,7 @@ def vacuum(
     pins_table: str | None = None,
     max_deletes: int | None = None,
     min_reclaimable_bytes: int = 0,
+    max_minutes: float | None = None,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
@@ -137,6 +139,8 @@ def vacuum(
         max_deletes: the most files the run deletes: the tables an earlier run left work in first (read from
             ``audit_table``), then the costliest candidates; the rest are ``deferred`` (docs/operations.md).
         min_reclaimable_bytes: skip a table whose candidates hold fewer bytes (``not_worth_it``).
+        max_minutes: from the run's start, after which no delete starts: the files left are ``deferred``, their
+            tables taken first by the next run with ``audit_table``; a dry run is not cut.
 
     Returns:
         The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
@@ -149,7 +153,7 @@ def vacuum(
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
                             delete=delete or DeleteSettings(), history=history, now_ms=now_ms,
                             keep_versions=pins_given(keep_versions), pins_table=pins_table,
-                            max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes)
+                            max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes, max_minutes=max_minutes)
     return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
@@ -217,7 +221,8 @@ class BatchVacuum:
         plan = execution.recheck_logs(execution.plan(diff, run_tables), run_tables)
         if reviewed is not None:
             plan = execution.within(plan, reviewed, run_tables)
-        plan = execution.budgeted(plan, run_tables, inventory, run.audit_table, run.now_ms)
+        plan = execution.in_time(execution.budgeted(plan, run_tables, inventory, run.audit_table, run.now_ms), run_tables,
+                                 run.stop_at_ms)
         run.report.plan = plan = execution.frozen(execution.with_versions(plan, inventory))
         run.report.outcomes = execution.execute(plan, run_tables, inventory, run)
 
@@ -236,8 +241,10 @@ class BatchVacuum:
         now_ms = epoch_ms() if self.options.now_ms is None else self.options.now_ms
         report = RunReport(run_id=str(uuid.uuid4()), started_at=iso_utc(now_ms),
                            inventory_table=uris.to_uri(self.options.inventory_table),
-                           inventory_date=None, dry_run=self.options.dry_run, max_deletes=self.options.max_deletes)
-        return VacuumRun(report, now_ms, started,
+                           inventory_date=None, dry_run=self.options.dry_run, max_deletes=self.options.max_deletes,
+                           max_minutes=self.options.max_minutes)
+        minutes = self.options.max_minutes
+        return VacuumRun(report, now_ms, started, None if minutes is None else epoch_ms() + round(minutes * 60_000),
                          RunHistory(self.log_writer, report.run_id, self.options.enforce_retention_duration),
                          self.options.inventory_table, self.options.audit_table)
 

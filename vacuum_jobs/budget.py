@@ -10,6 +10,12 @@ table the budget runs out in takes its largest files first, up to what is left, 
 dry-run) for those; the tables after it are ``deferred``: their report says what they hold and cost, and
 the next run with the same audit table takes them first. Deleting fewer of the files a table may lose
 is always safe: the rest stay for a later run, which plans them again from the logs.
+
+With ``max_minutes``, no delete starts once that long has passed since the run began: where the time is
+gone before the deletes begin, every table to vacuum is deferred whole (:func:`too_late`); where it runs
+out during them, each file not yet asked for is ``deferred`` (vacuum_jobs.deletes), and its table says so
+(:func:`time_ran_out`). The tables' deletes run side by side, so the time, unlike ``max_deletes``, does
+not follow the order.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeio.audit.contract import DELETING_RUNS, AuditAction, read_audit, rows_date
+from lakeio.audit.contract import DELETING_RUNS, AuditAction, TableStatus, read_audit, rows_date
 from lakeio.inventory import InventorySnapshot, current_objects
 from lakeio.prices import BYTES_PER_GB, DEFAULT_USD_PER_GB_MONTH
 from lakeio.spark.shapes import of_tables
@@ -30,10 +36,13 @@ from lakeio.store.uris import TableRoot
 from lakeio.tables.read import TableNotFound
 from lakeio.text import human_bytes, usd
 from vacuum_jobs.report import ReasonCode, RunTables
-from vacuum_jobs.vacuum_plan import VacuumPlan
+from vacuum_jobs.vacuum_plan import Decision, VacuumPlan
 
-# How the reason of a table the budget ran out in begins: the next run reads it back from the audit.
+# How the reason of a table the budget or the time ran out in begins: the next run reads it back from the audit.
 STOPPED_INSIDE = "the budget ran out in this table"
+# How the reason of a table the run's time left whole begins: an applied run's alone (a dry run is not cut), which
+# the next run reads back though the run deleted nothing.
+OUT_OF_TIME = "deferred: the run's time ran out"
 MEMORY_DAYS = 31  # how far back a run looks for what earlier runs deferred: the audit's partitions it reads
 
 
@@ -64,16 +73,18 @@ def worth(plan: VacuumPlan, inventory: InventorySnapshot, prices: Mapping[str, f
 
 def deferred_before(spark: SparkSession, audit_table: str | None, roots: Sequence[TableRoot], now_ms: int
                     ) -> set[TableRoot]:
-    """Of ``roots``, those whose newest row of a run that deleted (a dry run changes nothing, so decides nothing
-    here) in the last ``MEMORY_DAYS`` left work for a later run: deferred, or the table the budget ran out in. A
-    budgeted run that deleted holds a vacuumed or failed table: the budget always reaches the first of its order."""
+    """Of ``roots``, those whose newest row of a run that deleted or ran out of time (a dry run changes nothing,
+    so decides nothing here) in the last ``MEMORY_DAYS`` left work for a later run: deferred, or the table the
+    budget ran out in. A run with a budget of deletes that deleted holds a vacuumed or failed table: the budget
+    always reaches the first of its order."""
     if not audit_table:
         return set()
     try:
         rows = read_audit(spark, audit_table).where(F.col("run_date") >= rows_date(now_ms) - timedelta(days=MEMORY_DAYS))
     except TableNotFound:
         return set()
-    deleting = rows.where(F.col("path").isNull() & F.col("action").isin([a.value for a in DELETING_RUNS]))
+    deleting = rows.where(F.col("path").isNull() & (F.col("action").isin([a.value for a in DELETING_RUNS])
+                                                    | F.coalesce(F.col("error").startswith(OUT_OF_TIME), F.lit(False))))
     vacuums = [a.value for a in (*DELETING_RUNS, AuditAction.TABLE_DEFERRED, AuditAction.TABLE_SKIPPED,
                                  AuditAction.TABLE_REFUSED)]
     newest = (of_tables(rows.where(F.col("path").isNull() & F.col("action").isin(vacuums)), roots)
@@ -124,3 +135,42 @@ def spend(plan: VacuumPlan, worths: Mapping[TableRoot, Worth], run_tables: RunTa
     run_tables[root].reason = (f"{STOPPED_INSIDE}: it takes its {taken:,} largest of {w.files:,} candidate(s); the other "
                                f"{w.files - taken:,} ({human_bytes(w.bytes - kept)}) are deferred")
     return plan
+
+
+def too_late(plan: VacuumPlan, run_tables: RunTables, max_minutes: float) -> VacuumPlan:
+    """The plan less the tables it deletes in, each deferred with what it holds: the run's time ran out before
+    its deletes began. A table with nothing to delete costs no time, and stays."""
+    held = {row["table_root"]: (row["files"], row["bytes"] or 0) for row in plan.targets_of(Decision.VACUUM)
+            .groupBy("table_root").agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes")).collect()}
+    for root, (files, length) in held.items():
+        worth = run_tables[root].candidate_usd_per_month
+        run_tables.defer(TableRoot(root), files, length,
+                         f"{OUT_OF_TIME} (--max-minutes {max_minutes:g}) before its deletes began; its {files:,} "
+                         f"candidate(s) hold {human_bytes(length)}"
+                         + (f", {usd(worth)}/month" if worth else ""))
+    return plan.without([TableRoot(root) for root in held])
+
+
+def time_ran_out(outcomes: DataFrame, run_tables: RunTables, max_minutes: float) -> None:
+    """After the deletes (``outcomes`` materialized), each table with ``deferred`` files counts them; one that
+    deleted none of its files is deferred, one that deleted some says where the time ran out (a failed one keeps
+    its status, its reason saying both)."""
+    left = outcomes.where(F.col("action") == AuditAction.DEFERRED.value).groupBy("table_root").agg(
+        F.count(F.lit(1)).alias("files"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"))
+    for row in left.collect():
+        report = run_tables[row["table_root"]]
+        counts = report.counts
+        files, length = counts.deferred_files + row["files"], counts.deferred_bytes + row["bytes"]
+        acted = counts.deleted_files + counts.already_absent_files + counts.deleted_or_absent_files + counts.failed_files
+        if not acted:
+            run_tables.defer(TableRoot(row["table_root"]), files, length,
+                             f"{OUT_OF_TIME} (--max-minutes {max_minutes:g}) before any of its {files:,} candidate(s) "
+                             f"({human_bytes(length)}) was asked to be deleted")
+            continue
+        said = f"the run's time (--max-minutes {max_minutes:g}) ran out"
+        counts.deferred_files, counts.deferred_bytes = files, length
+        taken = f"after {acted:,} of its {acted + files:,} candidate(s); the other {files:,} ({human_bytes(length)}) are deferred"
+        if report.status == TableStatus.FAILED:
+            report.reason = f"{report.reason}; {said} in it {taken}"
+        else:
+            report.reason_code, report.reason = ReasonCode.BUDGET_SPENT, f"{STOPPED_INSIDE}: {said} {taken}"

@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="delete at most N files this run: first the tables an earlier run with this --audit-table "
                              "left work in, then the tables whose candidates cost the most a month; the rest are "
                              "reported deferred, with what they hold and cost (exit 0)")
+    parser.add_argument("--max-minutes", type=float, metavar="M",
+                        help="start no delete once M minutes have passed since the run began: the files left are "
+                             "deferred, their tables taken first by the next run with this --audit-table (exit 0)")
     parser.add_argument("--min-reclaimable-bytes", type=int, default=0, metavar="BYTES",
                         help="skip a table whose candidates hold fewer bytes than this, as not worth its vacuum "
                              "(default: %(default)d, none skipped)")
@@ -293,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             pins_table=args.pins_table,
             max_deletes=args.max_deletes,
             min_reclaimable_bytes=args.min_reclaimable_bytes,
+            max_minutes=args.max_minutes,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

@@ -45,7 +45,8 @@ def delete_planned(spark: SparkSession, targets: DataFrame, settings: DeleteSett
     return where_reachable(
         spark, targets.select(*columns), OUTCOMES.schema,
         lambda rows, slices: (o.row() for o in _delete_rows(rows, settings, cap_share(settings, slices), run_id)),
-        lambda rows: (o.row() for o in delete_with_hadoop(Storage(spark), map(_target, rows), run_id, settings.trash)),
+        lambda rows: (o.row() for o in delete_with_hadoop(Storage(spark), map(_target, rows), run_id, settings.trash,
+                                                              stop_at_ms=settings.stop_at_ms)),
         spread=settings.keys_per_second is not None)
 
 
@@ -101,7 +102,7 @@ def _delete_rows(rows: Iterable[RowDict], settings: DeleteSettings, keys_per_sec
         target = _target(row)
         (s3_targets if target.path.startswith("s3:") else local_targets).append(target)
     tally: dict[str, int] = {}
-    deleters = [delete_local(local_targets, run_id, settings.trash)]
+    deleters = [delete_local(local_targets, run_id, settings.trash, stop_at_ms=settings.stop_at_ms)]
     if s3_targets:
         deleters.append(S3BatchDeleter(settings, keys_per_second=keys_per_second).delete(s3_targets))
     for deleter in deleters:

@@ -2,8 +2,9 @@
 
 Every file a run deletes ends as one :class:`Outcome`: ``deleted``, ``already_absent`` (the store says
 it was gone before we asked: proves nothing about when it was erased, so it is not counted as deleted),
-``deleted_or_absent`` (an S3 store that answers both alike, vacuum_jobs.s3_deletes) or ``failed`` with
-the error. Where each kind of store is deleted from: vacuum_jobs.delete_tasks.
+``deleted_or_absent`` (an S3 store that answers both alike, vacuum_jobs.s3_deletes), ``failed`` with
+the error, or ``deferred``: never asked for, the run's time having run out (``DeleteSettings.stop_at_ms``).
+Where each kind of store is deleted from: vacuum_jobs.delete_tasks.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class DeleteSettings:
     trash: str | None = None  # move files not on S3 into this folder instead of deleting them (see trash_path)
     # delete versions S3 Object Lock keeps in governance mode (needs s3:BypassGovernanceRetention); never by default
     bypass_governance_retention: bool = False
+    # epoch ms after which no delete starts (a run's --max-minutes): what is left is ``deferred``, a request sent
+    # before it is answered; default: none
+    stop_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
@@ -86,10 +90,24 @@ class Outcome:
     delete_marker_id: str | None = None  # the delete marker S3 added (versioned buckets)
     trash_path: str | None = None  # where the file was moved to instead (a trash folder)
 
+    @classmethod
+    def deferred(cls, target: Target, at_ms: int) -> Outcome:
+        """``target`` left for a later run: the run's time ran out before its delete was asked for."""
+        return cls(target, AuditAction.DEFERRED, TIME_RAN_OUT, at_ms)
+
     def row(self) -> tuple[object, ...]:
         t = self.target
         return (t.table_root, t.path, t.length, t.modification_time, self.action.value, self.error, self.at_ms,
                 t.version_id if self.delete_marker_id else None, self.delete_marker_id, self.trash_path)
+
+
+# A deferred file's ``error``: why the run left it.
+TIME_RAN_OUT = "not asked for: the run's time ran out (--max-minutes) before its delete"
+
+
+def out_of_time(stop_at_ms: int | None, now_ms: int) -> bool:
+    """Whether, at ``now_ms``, no delete may start any more (``DeleteSettings.stop_at_ms``)."""
+    return stop_at_ms is not None and now_ms >= stop_at_ms
 
 
 def trash_path(trash: str, run_id: str, path: str) -> str:

@@ -2,9 +2,10 @@
 
 The tables planning left pending become a :class:`~vacuum_jobs.vacuum_plan.VacuumPlan`; the logs of
 those to vacuum are listed once more and the plan loses what was committed since (recheck); given a
-plan reviewed before (a dry run's), it loses what that one does not name; on S3 it gains each target's
-versions; it is materialized; then its targets are deleted (or, in a dry run, listed), each table ended
-with its counts, its history's START and END around the deletes.
+plan reviewed before (a dry run's), it loses what that one does not name; it keeps to the run's budget
+of deletes and of time (budget); on S3 it gains each target's versions; it is materialized; then its
+targets are deleted (or, in a dry run, listed), each table ended with its counts, its history's START
+and END around the deletes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from lakeio.store.uris import TableRoot
 from lakeio.times import epoch_ms
 from vacuum_jobs import budget
 from vacuum_jobs.delete_tasks import delete_planned
-from vacuum_jobs.deletes import DeleteSettings
+from vacuum_jobs.deletes import DeleteSettings, out_of_time
 from vacuum_jobs.interrupted import note_intent
 from vacuum_jobs.options import VacuumOptions
 from vacuum_jobs.plan import Plan
@@ -96,7 +97,9 @@ class Execution:
     def budgeted(self, plan: VacuumPlan, run_tables: RunTables, inventory: InventorySnapshot,
                  audit_table: str | None, now_ms: int) -> VacuumPlan:
         """The plan less the tables not worth a vacuum and less what the run's budget leaves for later (budget)."""
-        if self.options.max_deletes is None and not self.options.min_reclaimable_bytes or not plan.decisions:
+        options = self.options
+        if options.max_deletes is None and options.max_minutes is None and not options.min_reclaimable_bytes \
+                or not plan.decisions:
             return plan
         self.progress.begin(Step.BUDGETING, f"weighing {len(plan.decisions)} table(s)"
                             + (f" against a budget of {self.options.max_deletes:,} deletes" if self.options.max_deletes else ""))
@@ -104,6 +107,12 @@ class Execution:
                  else set())
         return budget.spend(plan, budget.worth(plan, inventory), run_tables, max_deletes=self.options.max_deletes,
                             min_reclaimable_bytes=self.options.min_reclaimable_bytes, first=first)
+
+    def in_time(self, plan: VacuumPlan, run_tables: RunTables, stop_at_ms: int | None) -> VacuumPlan:
+        """The plan, less the tables it deletes in where the run's time ran out before its deletes begin (budget)."""
+        if self.options.max_minutes is None or not plan.tables(Decision.VACUUM) or not out_of_time(stop_at_ms, epoch_ms()):
+            return plan
+        return budget.too_late(plan, run_tables, self.options.max_minutes)
 
     def frozen(self, plan: VacuumPlan) -> VacuumPlan:
         """The plan materialized, as the deletes' step begins: what the intent note names is what the deletes
@@ -148,6 +157,8 @@ class Execution:
             raise
         run.deleted_in = deleting
         run_tables.end_deletes(outcomes, planned)
+        if self.options.max_minutes is not None:
+            budget.time_ran_out(outcomes, run_tables, self.options.max_minutes)
         run.history.end(run_tables, counted=True)
         return outcomes
 
@@ -155,7 +166,7 @@ class Execution:
         """The run's delete settings; on S3, each key asked to be there (``if_present``) where the store is
         proven to honour that, so that its answers tell a key this run removed from one already gone. Where it
         is not, the run says why (its report's ``deletes_unconfirmed``) and its deletes are ``deleted_or_absent``."""
-        settings = self.options.delete
+        settings = replace(self.options.delete, stop_at_ms=run.stop_at_ms)
         if settings.if_present or not any(uris.scheme_of(root) == "s3" for root in deleting):
             return settings
         why = why_deletes_cannot_tell(run.audit_table and journal_of(run.audit_table),

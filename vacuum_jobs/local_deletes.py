@@ -12,22 +12,26 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from lakeio.audit.contract import AuditAction
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.text import first_line
 from lakeio.times import epoch_ms
-from vacuum_jobs.deletes import Outcome, Target, trash_path
+from vacuum_jobs.deletes import Outcome, Target, out_of_time, trash_path
 
 
-def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = None) -> Iterator[Outcome]:
+def delete_local(targets: Iterable[Target], run_id: str, trash: str | None = None, *, stop_at_ms: int | None = None,
+                 clock: Callable[[], int] = epoch_ms) -> Iterator[Outcome]:
     """Remove local files (or move them into ``trash``) with their checksum side files, then the folders
     they leave empty (never the table root itself). Each is noted in the run's journal first: see
-    :class:`DeleteJournal`."""
+    :class:`DeleteJournal`. From ``stop_at_ms`` on (by ``clock``), each file left is ``deferred``."""
     journals: dict[str, DeleteJournal] = {}
     for target in targets:
+        if out_of_time(stop_at_ms, now := clock()):
+            yield Outcome.deferred(target, now)
+            continue
         local = uris.local_path(target.path)
         if target.table_root not in journals:
             journals[target.table_root] = DeleteJournal(target.table_root, run_id)
@@ -116,10 +120,13 @@ def prune_empty_folders(folder: str, stop_at: str) -> None:
 
 
 def delete_with_hadoop(storage: Storage, targets: Iterable[Target], run_id: str,
-                       trash: str | None = None) -> Iterator[Outcome]:
+                       trash: str | None = None, *, stop_at_ms: int | None = None) -> Iterator[Outcome]:
     """Driver-side deletes (or moves into ``trash``) for stores Python executors cannot reach
-    (HDFS, ABFS, GCS, ...)."""
+    (HDFS, ABFS, GCS, ...); from ``stop_at_ms`` on, each file left is ``deferred``."""
     for target in targets:
+        if out_of_time(stop_at_ms, now := epoch_ms()):
+            yield Outcome.deferred(target, now)
+            continue
         try:
             moved = trash_path(trash, run_id, target.path) if trash else None
             if storage.move(target.path, moved) if moved else storage.delete(target.path):

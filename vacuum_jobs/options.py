@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -34,6 +35,7 @@ class VacuumOptions:
     pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins are kept too
     max_deletes: int | None = None  # the most files the run deletes, the costliest tables first (vacuum_jobs.budget)
     min_reclaimable_bytes: int = 0  # a table whose candidates hold fewer bytes is skipped
+    max_minutes: float | None = None  # from the run's start: no delete starts after it, the rest deferred (vacuum_jobs.budget)
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
@@ -45,6 +47,9 @@ class VacuumOptions:
         if self.max_deletes is not None and (isinstance(self.max_deletes, bool) or not isinstance(self.max_deletes, int)
                                              or self.max_deletes < 1):
             raise InvalidOption(f"max_deletes must be a whole number >= 1, not {self.max_deletes!r}")
+        if self.max_minutes is not None and (isinstance(self.max_minutes, bool) or not isinstance(self.max_minutes, (int, float))
+                                             or not 0 < self.max_minutes < math.inf):
+            raise InvalidOption(f"max_minutes must be a number of minutes > 0, not {self.max_minutes!r}")
         if isinstance(self.min_reclaimable_bytes, bool) or not isinstance(self.min_reclaimable_bytes, int) \
                 or self.min_reclaimable_bytes < 0:
             raise InvalidOption(f"min_reclaimable_bytes must be a whole number >= 0, not {self.min_reclaimable_bytes!r}")

@@ -53,7 +53,7 @@ class TableCounts:
     dir_bytes: int = 0
     named_since_planning_files: int = 0  # candidates a commit made after planning named again: kept
     outside_plan_files: int = 0  # candidates the plan the run was given (a dry run's) does not name: kept
-    deferred_files: int = 0  # candidates the run's budget left for a later run (vacuum_jobs.budget): kept
+    deferred_files: int = 0  # candidates the run's budget or time left for a later run (vacuum_jobs.budget): kept
     deferred_bytes: int = 0
     restorable_files: int = 0  # deleted files a delete marker hides or the trash holds: restore can bring them back
     noncurrent_files: int = 0  # versions the inventory lists as noncurrent (what delete markers hide): never candidates
@@ -87,7 +87,7 @@ class ReasonCode(StrEnum):
     DELETES_FAILED = "deletes_failed"
     NOT_IN_PLAN = "not_in_plan"  # a table the plan the run was given (a dry run's) does not hold (skipped)
     NOT_WORTH_IT = "not_worth_it"  # its candidates hold less than min_reclaimable_bytes (skipped)
-    BUDGET_SPENT = "budget_spent"  # the run's max_deletes was spent on tables before it (deferred)
+    BUDGET_SPENT = "budget_spent"  # the run's max_deletes was spent, or its max_minutes ran out, before all of it
 
 
 # How ``TableReport.history`` says a commit of the table's history is missing; and why, where the store
@@ -221,8 +221,9 @@ class RunReport:
     refused: str | None = None
     # Every pin the run kept (lakeio.pins), with its state: held, at risk, broken (makes the run exit 1), expired.
     pins: list[PinStatus] = field(default_factory=list)
-    # The most files the run deletes (vacuum_jobs.budget); None: no budget.
+    # The most files the run deletes, and its time, after which no delete starts (vacuum_jobs.budget); None: no budget.
     max_deletes: int | None = None
+    max_minutes: float | None = None
     # Why the store's answers to the run's S3 deletes cannot tell removed from already gone (lakeio.store.delete_if_present).
     deletes_unconfirmed: str | None = None
     elapsed_seconds: float = 0.0
@@ -242,6 +243,11 @@ class RunReport:
         return not self.refused and not self.references_unknown and not self.audit_problems and not any(
             p.state is PinState.BROKEN for p in self.pins) and not any(
             t.status in (TableStatus.REFUSED, TableStatus.FAILED) or t.history_failed for t in self.tables)
+
+    @property
+    def budgeted(self) -> bool:
+        """The run was given a budget of deletes or of time: it may defer tables."""
+        return self.max_deletes is not None or self.max_minutes is not None
 
     def totals(self) -> dict[str, int]:
         """Counts over the tables the run acted on (planned, vacuumed, or failed part way): a table
@@ -275,7 +281,7 @@ class RunReport:
         lines = [
             f"vacuum run {self.run_id} ({mode}), inventory {self.inventory_date}, {self.elapsed_seconds:.1f} s",
             f"tables: {t['tables']} (" + ", ".join(f"{t['tables_' + s]} {s}" for s in FINAL_STATUSES
-                                                   if s != TableStatus.DEFERRED or self.max_deletes is not None) + ")"
+                                                   if s != TableStatus.DEFERRED or self.budgeted) + ")"
             + (f" under {prefix}" if prefix else ""),
             f"{'status':<9} {'table':<40} {'candidates':>11} {'deleted':>9} {'reclaimed':>10} {'kept(tt)':>9} "
             f"{'recent':>7} {'missing':>8}",
@@ -317,10 +323,12 @@ class RunReport:
                if t["deleted_or_absent_files"] else "")
             + f"{t['failed_files']:,} failed"
         )
-        if self.max_deletes is not None:
+        if self.budgeted:
             deferred = [r for r in self.tables if r.counts.deferred_files]
             worth = sum(r.candidate_usd_per_month or 0.0 for r in deferred if r.status == TableStatus.DEFERRED)
-            lines.append(f"budget: {self.max_deletes:,} delete(s); " + (
+            given = [f"{self.max_deletes:,} delete(s)"] if self.max_deletes is not None else []
+            given += [f"{self.max_minutes:g} minute(s)"] if self.max_minutes is not None else []
+            lines.append(f"budget: {', '.join(given)}; " + (
                 f"{len(deferred)} table(s) with {t['deferred_files']:,} candidate(s) ({human_bytes(t['deferred_bytes'])}"
                 f"{f', {usd(worth)}/month in the tables left whole' if worth else ''}) deferred: "
                 + ("the next run with this audit table takes them first" if self.audit_table

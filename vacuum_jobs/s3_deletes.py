@@ -11,7 +11,9 @@ once, each at a pace of its own that starts at ``prefix_keys_per_second`` and fo
 (vacuum_jobs.pacing); a request S3 throttles whole gives its keys' share of a run-wide cap back
 (vacuum_jobs.pacing.Pace.give_back). Throttling, server errors, dropped connections and read timeouts
 are retried with backoff; ``DeleteObjects`` is idempotent, so a retry after a timeout whose request did
-land is harmless. A key counts as deleted only where S3's answer lists it so: an error naming a key
+land is harmless. Once ``stop_at_ms`` passes (a run's ``--max-minutes``), no new request starts: a request
+sent is answered (its retries too), a key whose versions some request asked has the rest asked, and every
+other key is ``deferred``. A key counts as deleted only where S3's answer lists it so: an error naming a key
 without its version refuses every version of it asked, and a key the answer names nowhere is asked
 again, then reported. A version S3 Object Lock keeps is refused by S3; its outcome names the lock, read
 from the version's headers. S3 answers the same whichever task attempt asks.
@@ -37,7 +39,7 @@ from lakeio.store.object_lock import GOVERNANCE, Lock
 from lakeio.store.s3 import S3Client
 from lakeio.text import first_line, storage_advice
 from lakeio.times import epoch_ms
-from vacuum_jobs.deletes import DeleteSettings, Outcome, Target
+from vacuum_jobs.deletes import DeleteSettings, Outcome, Target, out_of_time
 from vacuum_jobs.pacing import Pace, PrefixPace
 
 log = logging.getLogger(__name__)
@@ -56,9 +58,10 @@ class S3BatchDeleter:
     ``keys_per_second`` is this deleter's share of the run's cap (default: all of it; none without one)."""
 
     def __init__(self, settings: DeleteSettings, client: S3Client | None = None, sleep: Callable[[float], None] = time.sleep,
-                 keys_per_second: float | None = None):
+                 keys_per_second: float | None = None, clock: Callable[[], int] = epoch_ms):
         self.settings = settings
         self.sleep = sleep
+        self.clock = clock  # epoch ms, against settings.stop_at_ms
         cap = keys_per_second or settings.keys_per_second
         self._cap = None if cap is None else Pace(cap, sleep)
         self._client = client
@@ -107,9 +110,18 @@ class S3BatchDeleter:
         absent: set[int] = set()
         unsure: set[int] = set()
         remaining = Counter(id(target) for _entry, target in entries)
+        asked = Counter(remaining)
         suspended = _unversioned(entries) and self._suspended(bucket)
-        start = 0
+        start, stopped = 0, False
         while start < len(entries):
+            if not stopped and out_of_time(self.settings.stop_at_ms, now := self.clock()):
+                # Time ran out: a target begun is finished (all its versions asked), every other one left.
+                stopped, rest = True, entries[start:]
+                begun = {which for which, n in remaining.items() if 0 < n < asked[which]}
+                left = {id(target): target for _entry, target in rest if id(target) not in begun}
+                yield from (Outcome.deferred(target, now) for target in left.values())
+                entries = entries[:start] + [(entry, target) for entry, target in rest if id(target) in begun]
+                continue
             batch = entries[start:start + pace.batch(self.settings.batch_size)]
             start += len(batch)
             for entry, target, error, marker in self._delete_batch(bucket, batch, pace):

@@ -57,7 +57,7 @@ class TableStatus(StrEnum):
     VACUUMED = "vacuumed"
     DRY_RUN = "dry_run"
     SKIPPED = "skipped"
-    DEFERRED = "deferred"  # planned, left for a later run by the run's budget (vacuum_jobs.budget)
+    DEFERRED = "deferred"  # planned, left for a later run by the run's budget or its time (vacuum_jobs.budget)
     REFUSED = "refused"
     FAILED = "failed"
 
@@ -75,6 +75,7 @@ class AuditAction(StrEnum):
     # conditional deletes: lakeio.store.delete_if_present); not counted as deleted, nor as absent
     DELETED_OR_ABSENT = "deleted_or_absent"
     FAILED = "failed"
+    DEFERRED = "deferred"  # planned, never asked for: the run's time ran out first (--max-minutes, vacuum_jobs.budget)
     TABLE_VACUUMED = "table_vacuumed"
     TABLE_DRY_RUN = "table_dry_run"
     TABLE_SKIPPED = "table_skipped"
