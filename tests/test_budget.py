@@ -3,6 +3,7 @@ and taken first by the next run; and min_reclaimable_bytes, which skips a table 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -190,3 +191,28 @@ def test_a_run_whose_time_is_gone_before_its_deletes_defers_them_whole_and_the_n
     assert _orphans_left(tables) == {"a": ORPHANS["a"], "b": ORPHANS["b"], "c": [], "d": []}
     assert by["a"].status == by["b"].status == TableStatus.DEFERRED
     assert not verify_chain(spark, audit).problems
+
+
+def test_a_tables_file_gives_the_runs_budget_and_a_flag_given_too_wins(spark, tmp_path, capsys):
+    bucket = tmp_path / "lake"
+    tables = _lake(bucket)
+    inventory = inventory_of(spark, bucket, tmp_path / "run")
+    listed = tmp_path / "tables.yaml"
+    listed.write_text("max_deletes: 5\nmax_minutes: 600\nmin_reclaimable_bytes: 2000\ntables:\n"
+                      + "".join(f"  - {tables[name]}\n" for name in "abcd"))
+    report = tmp_path / "report.json"
+    code = vacuum_main(["--inventory-table", inventory, "--tables-file", str(listed), "--max-deletes", "4",
+                        "--report", str(report)])
+    doc = json.loads(report.read_text())
+    assert code == 0 and (doc["max_deletes"], doc["max_minutes"]) == (4, 600), capsys.readouterr().out
+    by = {Path(t["table"]).name: t for t in doc["tables"]}
+    assert by["c"]["reason_code"] == "not_worth_it" and by["b"]["counts"]["candidate_files"] == 4  # b: the costliest
+    assert by["a"]["status"] == by["d"]["status"] == "deferred"
+
+    for text, said in (("max_deletes: 0\ntables: [s3://lake/t]\n", "tables.yaml: max_deletes must be a whole number >= 1"),
+                       ("max_minutes: soon\ntables: [s3://lake/t]\n", "tables.yaml: max_minutes must be a number of minutes"),
+                       ("max_delete: 5\ntables: [s3://lake/t]\n", "tables.yaml: unknown key(s) ['max_delete'] beside tables")):
+        listed.write_text(text)
+        with pytest.raises(SystemExit) as exited:
+            vacuum_main(["--inventory-table", "s3://lake/inventory", "--tables-file", str(listed)])
+        assert exited.value.code == 2 and said in capsys.readouterr().err, text

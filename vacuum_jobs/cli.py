@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -114,9 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-minutes", type=float, metavar="M",
                         help="start no delete once M minutes have passed since the run began: the files left are "
                              "deferred, their tables taken first by the next run with this --audit-table (exit 0)")
-    parser.add_argument("--min-reclaimable-bytes", type=int, default=0, metavar="BYTES",
+    parser.add_argument("--min-reclaimable-bytes", type=int, metavar="BYTES",
                         help="skip a table whose candidates hold fewer bytes than this, as not worth its vacuum "
-                             "(default: %(default)d, none skipped)")
+                             "(default: 0, none skipped)")
     parser.add_argument("--min-coverage", type=float, default=VacuumOptions.min_coverage, metavar="F",
                         help="refuse a table when the inventory lists less than this share of its live files "
                              "older than the inventory (default: %(default)g)")
@@ -295,16 +297,21 @@ def main(argv: list[str] | None = None) -> int:
             history=args.history,
             pins_table=args.pins_table,
             max_deletes=args.max_deletes,
-            min_reclaimable_bytes=args.min_reclaimable_bytes,
+            min_reclaimable_bytes=args.min_reclaimable_bytes or 0,
             max_minutes=args.max_minutes,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))
     # What the command line alone shows is refused before Spark starts: a local tables file is read here.
     local_file = args.tables_file and uris.scheme_of(args.tables_file) in (None, "file")
-    tables = None if args.tables_file and not local_file else _targets(parser, args, None)
+    read = None if args.tables_file and not local_file else _targets(parser, args, None)
+    if read:
+        options = _with_file_budget(parser, args, options, read[1])
     spark = open_session("vacuum_jobs", parser, args)
-    tables = tables or _targets(parser, args, spark)
+    if not read:
+        read = _targets(parser, args, spark)
+        options = _with_file_budget(parser, args, options, read[1])
+    tables = read[0]
     if why := (check_report_destination(spark, args.report)
                or check_report_destination(spark, args.list_candidates, "--list-candidates")
                or check_folder_writable(spark, args.trash, "--trash")):
@@ -328,21 +335,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _targets(parser: argparse.ArgumentParser, args: argparse.Namespace,
-             spark: SparkSession | None) -> Tables:
-    """The tables the command line names; a tables file read from the local disk, or through ``spark``
-    (a remote one). Its problems are usage errors, naming the file."""
+             spark: SparkSession | None) -> tuple[Tables, dict[str, Any]]:
+    """The tables the command line names, and the budget a tables file gives; a tables file read from the local
+    disk, or through ``spark`` (a remote one). Its problems are usage errors, naming the file."""
     try:
-        text = None
         if args.tables_file:
             text = read_text(spark, args.tables_file)
+            return (table_targets.from_file(args.tables_file, text),
+                    table_targets.budget_of_file(args.tables_file, text))
         return (table_targets.as_targets(args.table) if args.table
                 else table_targets.Database(args.database) if args.database
-                else table_targets.from_file(args.tables_file, text) if args.tables_file
-                else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ())))
+                else table_targets.Discover(tuple(args.include or ()), tuple(args.exclude or ()))), {}
     except table_targets.TargetsError as exc:
         parser.error(str(exc))
     except Exception as exc:  # an unreadable --tables-file, local or remote
         parser.error(f"{args.tables_file}: {first_line(exc)}")
+
+
+def _with_file_budget(parser: argparse.ArgumentParser, args: argparse.Namespace, options: VacuumOptions,
+                      budget: dict[str, Any]) -> VacuumOptions:
+    """``options`` with the tables file's budget where the command line gave none; a value out of range is a usage
+    error naming the file and the key."""
+    taken = {key: value for key, value in budget.items() if getattr(args, key) is None}
+    try:
+        return replace(options, **taken) if taken else options  # VacuumOptions checks each value
+    except ValueError as exc:
+        parser.error(f"{args.tables_file}: {exc}")
 
 
 def _would_delete(report: RunReport) -> Iterator[str]:

@@ -15,6 +15,9 @@ names (``bronze.events``) are resolved to locations at the start of the run
         - 12
         - {version: 40, reason: "model v3 training set", expires: 2027-06-30}
         - {timestamp: "2026-01-01T00:00:00Z", reason: "year-end audit"}
+
+or a mapping of that list (``tables:``) and the run's budget beside it (``max_deletes``, ``max_minutes``,
+``min_reclaimable_bytes``: each as its flag, which wins where both are given).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import fnmatch
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -127,12 +131,14 @@ def _uri_or_name(text: str) -> str:
     return text if catalog.is_name(text) else uris.to_uri(text)
 
 
+# What a tables file in its mapping form may hold beside ``tables``: the run's budget (vacuum_jobs.budget), which the
+# command line's own flags override.
+BUDGET_KEYS = ("max_deletes", "max_minutes", "min_reclaimable_bytes")
+
+
 def from_file(path: str, text: str | None = None) -> list[TableTarget]:
     """The tables of a YAML or JSON file; ``text`` is its content when the caller read it already."""
-    try:
-        doc = load_document(path, text)
-    except ValueError as exc:
-        raise TargetsError(str(exc)) from None
+    doc = _document(path, text)
     if isinstance(doc, dict) and "tables" in doc:
         doc = doc["tables"]
     if not isinstance(doc, list):
@@ -160,6 +166,24 @@ def from_file(path: str, text: str | None = None) -> list[TableTarget]:
         found.append(TableTarget(uri, retain, entry.get("enabled", True), entry.get("dry_run"),
                                  history=entry.get("history"), keep_versions=_pins(path, i, uri, entry)))
     return _dedupe(found)
+
+
+def budget_of_file(path: str, text: str | None = None) -> dict[str, Any]:
+    """The run's budget a tables file gives beside its ``tables`` (checked where the options are built); none
+    in a plain list."""
+    doc = _document(path, text)
+    return {key: doc[key] for key in BUDGET_KEYS if key in doc} if isinstance(doc, dict) else {}
+
+
+def _document(path: str, text: str | None) -> object:
+    """The file parsed; a mapping holds ``tables`` and, beside it, only the run's budget."""
+    try:
+        doc = load_document(path, text)
+    except ValueError as exc:
+        raise TargetsError(str(exc)) from None
+    if isinstance(doc, dict) and "tables" in doc and (unknown := set(doc) - {"tables", *BUDGET_KEYS}):
+        raise TargetsError(f"{path}: unknown key(s) {sorted(unknown)} beside tables (it may hold {', '.join(BUDGET_KEYS)})")
+    return doc
 
 
 def _pins(path: str, i: int, uri: str, entry: dict[str, object]) -> tuple[Pin, ...]:
