@@ -59,18 +59,7 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     h = write_history(root, history, partitioned=partitioned, iceberg=iceberg, spelling=spelling)
     commits = h.commits
     keep = h.needed(CUTOFF)
-    inventory = {**h.files(), **debris(orphan_times)}
-    for file_name in os.listdir(log):
-        inventory[f"_delta_log/{file_name}"] = CUTOFF - 10
-    rows = [(f"file://{root}/{p}", p, t) for p, t in inventory.items()]
-    # A second inventory configuration lists some objects again, seen at another time: the newest row wins.
-    for p, t in zip(sorted(inventory), duplicates):
-        rows.append((f"file://{root}/{p}", p, t))
-        inventory[p] = max(inventory[p], t)
-    rows += [(f"file://{base}/t_backup/{p}", f"t_backup/{p}", CUTOFF - 10) for p in ("x.parquet", "p=1/y.parquet")]
-    inventory_rows = [(path, 10, False, t, "lake", key, None, "2027-01-15", f"manifest-{i}")
-                      for i, (path, key, t) in enumerate(rows)]
-    inventory_rows.append((f"file://{root}/p=1/", 0, True, CUTOFF - 10, "lake", "t/p=1/", None, "2027-01-15", "m"))
+    df, inventory = _inventory(spark, base, h, orphan_times, duplicates)
 
     # A shallow clone names some of the files ever written: live (None), or removed at a time.
     clone_root = base / "clone"
@@ -85,10 +74,6 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     outside = replay_logs(spark, [log_segment(Storage(spark), str(clone_root))], check_paths=False)
     references = needed_elsewhere(outside, {clone_uri: CUTOFF}, [root_uri, clone_uri], check_paths=True)
     assert not outside.failures and not references.unknown
-    df = spark.createDataFrame(  # every configuration's row: the plan picks one per object
-        inventory_rows, "path string, length long, isDir boolean, modificationTime long, bucket string, key string, "
-                        "version_id string, inventory_date string, manifest_uri string").select(
-        "*", F.lit(None).cast("boolean").alias("is_latest"), F.lit(None).cast("boolean").alias("is_delete_marker"))
     # A writer's log cleanup removes the commits the summary read: kept ones are never read again,
     # and otherwise their loss names this table alone.
     hidden_away = base / "cleaned-up"
@@ -126,3 +111,66 @@ def test_nothing_the_table_needs_is_ever_a_candidate(spark, tmp_path_factory, hi
     deletable = {path for path, _ in rechecked.files()[root_uri]}
     replay.release()
     assert deletable == expected - set(readded)
+
+
+def _inventory(spark, base, h, orphan_times, duplicates):
+    """The inventory of the table's folder (every file the history wrote, its log, ``debris`` at ``orphan_times``,
+    a folder marker, a neighbour's files), some objects listed again by a second configuration at ``duplicates``;
+    as a frame of job 2's inventory rows, and as {path below the root: the newest modification time}."""
+    root = h.root
+    inventory = {**h.files(), **debris(orphan_times)}
+    for file_name in os.listdir(root / "_delta_log"):
+        inventory[f"_delta_log/{file_name}"] = CUTOFF - 10
+    rows = [(f"file://{root}/{p}", p, t) for p, t in inventory.items()]
+    # A second inventory configuration lists some objects again, seen at another time: the newest row wins.
+    for p, t in zip(sorted(inventory), duplicates):
+        rows.append((f"file://{root}/{p}", p, t))
+        inventory[p] = max(inventory[p], t)
+    rows += [(f"file://{base}/t_backup/{p}", f"t_backup/{p}", CUTOFF - 10) for p in ("x.parquet", "p=1/y.parquet")]
+    inventory_rows = [(path, 10, False, t, "lake", key, None, "2027-01-15", f"manifest-{i}")
+                      for i, (path, key, t) in enumerate(rows)]
+    inventory_rows.append((f"file://{root}/p=1/", 0, True, CUTOFF - 10, "lake", "t/p=1/", None, "2027-01-15", "m"))
+    df = spark.createDataFrame(  # every configuration's row: the plan picks one per object
+        inventory_rows, "path string, length long, isDir boolean, modificationTime long, bucket string, key string, "
+                        "version_id string, inventory_date string, manifest_uri string").select(
+        "*", F.lit(None).cast("boolean").alias("is_latest"), F.lit(None).cast("boolean").alias("is_delete_marker"))
+    return df, inventory
+
+
+@settings(max_examples=int(os.environ.get("KEEP_EXAMPLES", "10")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=steps(times), orphan_times=st.lists(times, min_size=1, max_size=4), partitioned=st.booleans(),
+       spelling=spellings, iceberg=st.booleans(), duplicates=st.lists(times, max_size=4))
+def test_the_clock_releases_no_kept_file_before_the_plan_says_and_one_just_after(spark, tmp_path_factory, history,
+                                                                                 orphan_times, partitioned, spelling,
+                                                                                 iceberg, duplicates):
+    """A table's plan says when the clock alone first releases a file it keeps (``released_ms``, the report's
+    ``quiet_until``): a plain-Python model of the same history finds the candidates growing at no earlier cutoff,
+    and the plan at the cutoff just past it has the new ones, exactly as the model."""
+    base = tmp_path_factory.mktemp("quiet")
+    h = write_history(base / "t", history, partitioned=partitioned, iceberg=iceberg, spelling=spelling)
+    df, inventory = _inventory(spark, base, h, orphan_times, duplicates)
+
+    def model(cutoff: int) -> set[str]:
+        keep = h.needed(cutoff)
+        return {f"file://{h.root}/{p}" for p, t in inventory.items() if p not in keep and not h.hidden(p) and t < cutoff}
+
+    now = model(CUTOFF)
+    moments = sorted({t + 1 for t in inventory.values()} | {ts + 1 for ts in h.removed.values()})
+    first = next((c for c in moments if c > CUTOFF and model(c) != now), None)  # the candidates only grow
+    replay = replay_logs(spark, [log_segment(Storage(spark), str(h.root))], check_paths=False)
+    assert not replay.failures
+    root_uri = f"file://{h.root}"
+
+    def plan(cutoff: int):
+        return plan_tables(spark, df, replay.files, [TablePolicy.for_state(replay.states[root_uri], cutoff)],
+                           inventory_as_of_ms=NOW)
+
+    planned = plan(CUTOFF)
+    assert {r["path"] for r in planned.candidates.collect()} == now
+    released = planned.tables[root_uri].released_ms
+    assert released == (None if first is None else first - 1), (released, first)
+    if released is not None:
+        later = {r["path"] for r in plan(released + 1).candidates.collect()}
+        assert later == model(released + 1) and later > now
+    replay.release()

@@ -78,6 +78,9 @@ def test_the_readme_daily_cycle_runs_as_written_on_moto(tmp_path):
     assert (totals["deleted_files"], totals["deleted_or_absent_files"], totals["failed_files"]) == (0, planned, 0), totals
     assert "ignores the condition" in report["deletes_unconfirmed"], report["deletes_unconfirmed"]
     assert f"{planned} deleted or already absent" in done.stdout and "the store cannot tell which" in done.stdout
+    budget = re.search(r"its summary says `(budget: [^`]+)`", said).group(1)
+    assert re.search(rf"^{re.escape(budget)}$", done.stdout, re.M), done.stdout[-3000:]  # the apply's, as said
+    assert report["max_deletes"] == 500_000 and report["max_minutes"] == 240, report
     restored = [int(n) for n in re.findall(r"^  s3://lake/warehouse/\S+: (\d+) restored$", done.stdout, re.M)]
     assert sum(restored) == planned, done.stdout[-3000:]
     assert re.search(r"^purge run .*\n  nothing to do$", done.stdout, re.M), done.stdout[-3000:]

@@ -529,3 +529,32 @@ def test_an_empty_part_of_a_multi_part_checkpoint_is_read_and_a_zero_byte_part_r
     assert report["empty_part"].status == "dry_run", report["empty_part"].reason
     assert report["empty_part"].counts.live_files == 2
     assert report["zero_bytes"].status == "refused" and "no actions read" in report["zero_bytes"].reason
+
+
+def test_a_tables_quiet_until_is_when_the_clock_first_brings_it_a_new_candidate(spark, tmp_path):
+    """``quiet_until``, end to end: a run a millisecond before it plans the same candidates as now, a run just past it
+    plans more; a table that keeps nothing for its age is quiet for good (null). Tombstones from an overwrite (their
+    deletion at the commit) and an orphan written after it, at a retention of an hour."""
+    bucket = tmp_path / "bucket"
+    busy, still = bucket / "busy", bucket / "still"
+    for start in (0, 10):
+        write_deltalake(str(busy), pa.table({"id": list(range(start, start + 10))}), mode="append")
+    write_deltalake(str(busy), pa.table({"id": [1]}), mode="overwrite")
+    (busy / "orphan.parquet").write_bytes(b"o" * 10)
+    write_deltalake(str(still), pa.table({"id": [1]}))
+    inventory = inventory_of(spark, bucket, tmp_path)
+    tables = [str(busy), str(still)]
+    forced = {"retention_hours": 1, "enforce_retention_duration": False}
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+
+    def candidates(at: int):
+        report = vacuum(spark, inventory, tables, now_ms=at, **forced)
+        return {row["path"] for row in report.outcomes.collect()}, by_table(report)
+
+    first, tables_now = candidates(now)
+    assert tables_now["still"].quiet_until is None  # only a change can bring it a candidate
+    quiet = int(datetime.fromisoformat(tables_now["busy"].quiet_until).timestamp() * 1000)  # to the second, down
+    assert now < quiet <= now + 3_600_000 + 1
+    assert candidates(quiet - 1)[0] == first
+    later, _ = candidates(quiet + 1000)
+    assert later > first

@@ -221,7 +221,7 @@ class BatchVacuum:
         plan = execution.recheck_logs(execution.plan(diff, run_tables), run_tables)
         if reviewed is not None:
             plan = execution.within(plan, reviewed, run_tables)
-        plan = execution.in_time(execution.budgeted(plan, run_tables, inventory, run.audit_table, run.now_ms), run_tables,
+        plan = execution.in_time(execution.budgeted(plan, run_tables, run.audit_table, run.now_ms), run_tables,
                                  run.stop_at_ms)
         run.report.plan = plan = execution.frozen(execution.with_versions(plan, inventory))
         run.report.outcomes = execution.execute(plan, run_tables, inventory, run)

@@ -28,10 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio.audit.contract import DELETING_RUNS, AuditAction, TableStatus, read_audit, rows_date
-from lakeio.inventory import InventorySnapshot, current_objects
 from lakeio.prices import BYTES_PER_GB, DEFAULT_USD_PER_GB_MONTH
 from lakeio.spark.shapes import of_tables
-from lakeio.store import uris
 from lakeio.store.uris import TableRoot
 from lakeio.tables.read import TableNotFound
 from lakeio.text import human_bytes, usd
@@ -55,17 +53,14 @@ class Worth:
     usd_per_month: float
 
 
-def worth(plan: VacuumPlan, inventory: InventorySnapshot, prices: Mapping[str, float] = DEFAULT_USD_PER_GB_MONTH
-          ) -> dict[TableRoot, Worth]:
-    """Each table of ``plan`` with its candidates' worth (one Spark job); a file the inventory lists without a
-    storage class (not S3) is priced as STANDARD; where two deliveries list a key, either's class will do."""
-    classes = current_objects(inventory.rows).select(uris.canonical_col(F.col("path")).alias("path"), "storage_class")
+def worth(plan: VacuumPlan, prices: Mapping[str, float] = DEFAULT_USD_PER_GB_MONTH) -> dict[TableRoot, Worth]:
+    """Each table of ``plan`` with its candidates' worth (one Spark job over the plan's own rows): each at the storage
+    class of the inventory row the plan read (vacuum_jobs.plan), STANDARD where a row has none (not S3)."""
     price = F.create_map(*[F.lit(x) for item in prices.items() for x in item])
-    priced = plan.targets.select("table_root", "path", "length").join(classes.dropDuplicates(["path"]), "path", "left")
     usd_per_byte = F.coalesce(price[F.coalesce(F.upper("storage_class"), F.lit("STANDARD"))],
                               F.lit(prices.get("STANDARD", 0.0))) / BYTES_PER_GB
     found = {TableRoot(row["table_root"]): Worth(row["files"], row["bytes"] or 0, row["usd"] or 0.0)
-             for row in priced.groupBy("table_root").agg(
+             for row in plan.targets.groupBy("table_root").agg(
                  F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"),
                  F.sum(F.coalesce("length", F.lit(0)) * usd_per_byte).alias("usd")).collect()}
     return {root: found.get(root, Worth(0, 0, 0.0)) for root in plan.decisions}

@@ -94,18 +94,15 @@ class Execution:
             run_tables[row["table_root"]].counts.outside_plan_files = row["count"]
         return bounded
 
-    def budgeted(self, plan: VacuumPlan, run_tables: RunTables, inventory: InventorySnapshot,
-                 audit_table: str | None, now_ms: int) -> VacuumPlan:
+    def budgeted(self, plan: VacuumPlan, run_tables: RunTables, audit_table: str | None, now_ms: int) -> VacuumPlan:
         """The plan less the tables not worth a vacuum and less what the run's budget leaves for later (budget)."""
-        options = self.options
-        if options.max_deletes is None and options.max_minutes is None and not options.min_reclaimable_bytes \
-                or not plan.decisions:
+        if not self.options.budgeted or not plan.decisions:
             return plan
         self.progress.begin(Step.BUDGETING, f"weighing {len(plan.decisions)} table(s)"
                             + (f" against a budget of {self.options.max_deletes:,} deletes" if self.options.max_deletes else ""))
         first = (budget.deferred_before(self.spark, audit_table, list(plan.decisions), now_ms) if self.options.max_deletes
                  else set())
-        return budget.spend(plan, budget.worth(plan, inventory), run_tables, max_deletes=self.options.max_deletes,
+        return budget.spend(plan, budget.worth(plan), run_tables, max_deletes=self.options.max_deletes,
                             min_reclaimable_bytes=self.options.min_reclaimable_bytes, first=first)
 
     def in_time(self, plan: VacuumPlan, run_tables: RunTables, stop_at_ms: int | None) -> VacuumPlan:

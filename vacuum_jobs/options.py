@@ -39,6 +39,11 @@ class VacuumOptions:
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
+    @property
+    def budgeted(self) -> bool:
+        """The run weighs its tables (vacuum_jobs.budget): a budget, a time, or a least worth is given."""
+        return self.max_deletes is not None or self.max_minutes is not None or self.min_reclaimable_bytes > 0
+
     def __post_init__(self) -> None:
         if not self.max_inventory_age_hours > 0:
             raise InvalidOption("max_inventory_age_hours must be > 0")

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from lakeio.deltalog.keep import needed
 from lakeio.deltalog.ownership import with_owner
-from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame
+from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame, released
 from lakeio.deltalog.replay import unresolvable
 from lakeio.inventory import is_current, is_noncurrent
 from lakeio.spark.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
@@ -36,6 +36,9 @@ class TablePlan:
     missing: list[str] = field(default_factory=list)  # sample of live files absent from the inventory
     referenced_by: dict[str, int] = field(default_factory=dict)  # files kept because another table needs them
     old_live_files: int = 0  # live files written before the inventory was taken
+    # The first instant past which the cutoff releases a listed file it keeps now (deltalog.policy.released; None:
+    # none is released by the clock alone); vacuum_jobs.planning.quiet_until makes it a moment of the clock.
+    released_ms: int | None = None
 
     @property
     def coverage(self) -> float | None:
@@ -93,14 +96,16 @@ def plan_tables(
         "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
             F.col("relative")).alias("path"),
         F.when(F.col("present"), category(F.col("relative"), patterns)).alias("category"),
-    ).drop("hidden_rule", "cutoff_ms", "inside", "relative")
+        F.when(F.col("present"), released(F.col("relative"), patterns)).alias("released"),
+    ).drop("hidden_rule", "cutoff_ms", "inside", "relative", "kept_deleted")
     if cache:
         classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     plans, unresolved = _table_counts(classified, policies, inventory_as_of_ms, roots)
     refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
-    candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns)
+    candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns,
+                                                                                       "storage_class")
     missing = _pins_missing(classified, pinned, inventory_as_of_ms) if pinned is not None else {}
     return Plan(plans, candidates, refused, (classified,) if cache else (), missing)
 
@@ -136,20 +141,23 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.when(data, ~live & needed()).alias("log_tombstone"), F.when(data, F.col("size")).alias("log_size"),
         F.when(data, F.col("modification_time")).alias("log_written"), F.when(data, F.col("inside")).alias("log_inside"),
         F.when(data, live & (F.col("modification_time") < as_of_ms) & F.col("inside")).alias("log_old_live"),
-        F.when(data, F.col("problem")).alias("problem"))
+        F.when(data, F.col("problem")).alias("problem"),
+        F.when(~live & needed(), F.col("deletion_timestamp")).alias("kept_deleted"))
     current = is_current()
     # The newest row of the path wins (by modification time, as Delta's own inventory vacuum), a
     # current version a tie; folded into one number, since Spark hashes only fixed-width aggregate buffers.
     newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
     # A version a delete marker (or a newer version) hides: bytes the bucket keeps, never a candidate.
     noncurrent = is_noncurrent()
+    # Where the rows say (S3's do), the storage class goes with the row: what a budget prices (vacuum_jobs.budget).
+    storage_class = F.col("storage_class") if "storage_class" in inventory.columns else F.lit(None).cast("string")
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
-        current.alias("current"), newest.alias("newest"),
+        storage_class.alias("storage_class"), current.alias("current"), newest.alias("newest"),
         F.when(noncurrent, F.coalesce(F.col("length"), F.lit(0))).alias("noncurrent_length"),
     ), roots).join(tables, "table_root").select(
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
-        "length", "isDir", "modificationTime", "current", "newest", "noncurrent_length")
+        "length", "isDir", "modificationTime", "storage_class", "current", "newest", "noncurrent_length")
     key = ["table_id", "inside", "relative"]
     rows = logged.unionByName(listed, allowMissingColumns=True)
     referenced = [F.lit(None).cast("int").alias("referenced_by")]
@@ -172,9 +180,10 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.max("log_tombstone").alias("log_tombstone"), F.max("log_size").alias("log_size"),
         F.min("log_written").alias("log_written"), F.max("log_inside").alias("log_inside"),
         F.max("log_old_live").alias("log_old_live"), F.count("problem").alias("problems"),
+        F.max("kept_deleted").alias("kept_deleted"),
         F.coalesce(F.max_by("current", "newest"), F.lit(False)).alias("present"),
         F.count("noncurrent_length").alias("noncurrent_versions"), F.sum("noncurrent_length").alias("noncurrent_length"),
-        *[F.max_by(name, "newest").alias(name) for name in ("length", "isDir", "modificationTime")],
+        *[F.max_by(name, "newest").alias(name) for name in ("length", "isDir", "modificationTime", "storage_class")],
     )
 
 
@@ -196,6 +205,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         F.count(F.when(log_live & F.col("log_inside") & (F.col("log_written") < as_of_ms), 1)).alias("old_live"),
         F.count(F.when(F.col("log_old_live") & ~F.col("present"), 1)).alias("missing_files"),
         F.sum("problems").alias("problems"),
+        F.min("released").alias("released"),
     ]
     # Grouped by the table that needs a referenced row too (null for every other row): the few
     # groups per table add up to its counts, and say which tables need its files, in the same job.
@@ -204,10 +214,14 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         groups = classified.groupBy("table_root", referencing.alias("referencing")).agg(*counts).collect()
     totals: dict[str, dict[str, int]] = {}
     referenced_by: dict[str, dict[str, int]] = {}
+    earliest: dict[str, int] = {}
     for row in groups:
         added = totals.setdefault(row["table_root"], {})
         for name, value in row.asDict().items():
-            if name not in ("table_root", "referencing"):
+            if name == "released":  # the least of the table's groups
+                if value is not None:
+                    earliest[row["table_root"]] = min(value, earliest.get(row["table_root"], value))
+            elif name not in ("table_root", "referencing"):
                 added[name] = added.get(name, 0) + (value or 0)
         if row["referencing"] is not None:
             name = roots[row["referencing"]] if row["referencing"] >= 0 else "a Delta table the run does not know"
@@ -223,6 +237,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         plan.old_live_files = added["old_live"]
         plan.counts = TableCounts(**{name: added[name] for name in added if name.endswith(("_files", "_bytes"))})
         plan.referenced_by = referenced_by.get(root, {})
+        plan.released_ms = earliest.get(root)
     return plans, unresolved
 
 

@@ -23,8 +23,9 @@ from lakeio.pins import Pin
 from lakeio.spark.steps import Step, Steps
 from lakeio.store.filesystem import Storage
 from lakeio.store.uris import TableRoot
+from lakeio.times import iso_utc
 from vacuum_jobs.options import VacuumOptions
-from vacuum_jobs.plan import Plan, plan_tables
+from vacuum_jobs.plan import Plan, TablePlan, plan_tables
 from vacuum_jobs.report import ReasonCode, RunTables
 from vacuum_jobs.table_gates import DecideHistory, TableGates
 from vacuum_jobs.targets import TableTarget
@@ -72,7 +73,7 @@ class Planning:
                 with naming_vanished_logs([p.table_root for p in policies] + others):
                     outside = self._read_other_logs(others)
                     references = self._references(replay, outside, policies, lake, now_ms, pinned)
-                    plan = self._plan(inventory, replay, policies, run_tables, lake, references, pinned,
+                    plan = self._plan(inventory, replay, policies, run_tables, lake, references, pinned, now_ms,
                                       recorded=recorded)
             except LogFileVanished as lost:
                 replay.release()
@@ -144,17 +145,18 @@ class Planning:
         return references
 
     def _plan(self, inventory: InventorySnapshot, replay: Replay, policies: list[TablePolicy],
-              run_tables: RunTables, lake: list[TableRoot], references: References, pinned: PinnedRead | None, *,
-              recorded: bool) -> Plan:
+              run_tables: RunTables, lake: list[TableRoot], references: References, pinned: PinnedRead | None,
+              now_ms: int, *, recorded: bool) -> Plan:
         """The candidates of every table in one pass (``recorded``: the run has an audit table, which reads
-        them again). Sets each table's counts, coverage, missing files and the tables referencing it;
-        refuses a table whose log rows the plan cannot read."""
+        them again). Sets each table's counts, coverage, missing files, the tables referencing it and when it is
+        quiet until (:func:`quiet_until`); refuses a table whose log rows the plan cannot read."""
         self.progress.begin(Step.PLANNING, f"planning {len(policies)} table(s) against the inventory")
         deleting = any(not run_tables[p.table_root].dry_run for p in policies)
-        # Cached where anything reads the plan again (the deletes, the audit), so that no log file
-        # is needed from storage after this.
+        cutoffs = {p.table_root: p.cutoff_ms for p in policies}
+        # Cached where anything reads the plan again (the deletes, the audit, the budget's weighing), so that no
+        # log file is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
-                           cache=deleting or recorded, log_rows=replay.rows,
+                           cache=deleting or recorded or self.options.budgeted, log_rows=replay.rows,
                            references=references.frame, pinned=pinned.files if pinned is not None else None)
         for root, reason in plan.refused.items():
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
@@ -164,6 +166,7 @@ class Planning:
             report.missing = table_plan.missing
             report.coverage = table_plan.coverage
             report.referenced_by = table_plan.referenced_by
+            report.quiet_until = quiet_until(table_plan, cutoffs[root], now_ms)
         for index, (files, first) in plan.pins_missing.items():
             assert pinned is not None, "only pinned files can be missing"
             pinned.broken(index, f"{files} of its file(s) written before the inventory was taken are not in it, e.g. "
@@ -177,3 +180,16 @@ class Planning:
             if coverage is not None and coverage < self.options.min_coverage:
                 run_tables.refuse(root, ReasonCode.INVENTORY_COVERAGE, f"inventory does not cover this table: it lists "
                                   f"{coverage:.0%} of the {table_plan.old_live_files} live file(s) written before it was taken")
+
+
+def quiet_until(plan: TablePlan, cutoff_ms: int, now_ms: int) -> str | None:
+    """The first moment at which the clock alone may make a file of the table a candidate that is not one now, its
+    log, the inventory and the lake's other tables staying as they are (ISO-8601 UTC); None when the clock alone
+    never does. The retention moves the cutoff with the clock: a tombstone's file is kept until its deletion is
+    older than the cutoff, a file too recent until its modification is. A pinned or referenced file is released by
+    its pin's end or another table's retention, which the table's plan does not hold: with either, the run's clock."""
+    if plan.counts.pinned_files or plan.counts.referenced_files:
+        return iso_utc(now_ms)
+    if plan.released_ms is None:
+        return None
+    return iso_utc(plan.released_ms + (now_ms - cutoff_ms) + 1)

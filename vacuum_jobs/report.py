@@ -117,6 +117,9 @@ class TableReport:
     reason_code: ReasonCode | None = None  # the reason as a word of a fixed vocabulary
     # what its candidates cost a month where they are (lakeio.prices); priced only with a budget or a least worth
     candidate_usd_per_month: float | None = None
+    # ISO-8601 UTC: before it, the clock alone makes no file of the table a candidate that is not one now
+    # (vacuum_jobs.planning.quiet_until); None: the clock alone never does; set for the tables planned
+    quiet_until: str | None = None
 
     @property
     def history_incomplete(self) -> bool:

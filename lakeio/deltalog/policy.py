@@ -86,6 +86,21 @@ def category(relative: Column, patterns: list[str]) -> Column:
     )
 
 
+def released(relative: Column, patterns: list[str]) -> Column:
+    """The instant past which the cutoff makes an owned row a ``candidate`` that is not one now, its table's log and
+    the lake's other tables staying as they are (null: the clock alone never does, or it is one now). A row only a
+    tombstone keeps (``live`` false, ``kept_deleted`` the tombstone's deletion) is released once both its deletion
+    and its modification are older than the cutoff; a row too recent once its modification is. A pinned or
+    referenced row is released by its pin's end or by another table, never by this table's clock: null here, and
+    the caller says so where a table has any. The same columns as :func:`category`."""
+    mtime, deleted = F.col("modificationTime"), F.col("kept_deleted")
+    never = F.lit(None).cast("long")
+    return (F.when(F.col("isDir") | F.col("live") | hidden(relative, F.col("hidden_rule"), patterns), never)
+            .when(~F.col("live"), F.when(mtime.isNotNull() & deleted.isNotNull(), F.greatest(deleted, mtime)))
+            .when(F.col("pinned_by").isNotNull() | F.col("referenced_by").isNotNull(), never)
+            .when(mtime >= F.col("cutoff_ms"), mtime))
+
+
 def classify(owned: DataFrame, files: DataFrame, patterns: list[str], references: DataFrame | None = None,
              pinned: DataFrame | None = None) -> DataFrame:
     """``owned`` rows (canonical ``path``, ``table_root``, ``cutoff_ms``, ``hidden_rule``, ...) plus
