@@ -21,6 +21,7 @@ from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame, released
 from lakeio.deltalog.replay import unresolvable
 from lakeio.inventory import is_current, is_noncurrent
+from lakeio.prices import DEFAULT_USD_PER_GB_MONTH
 from lakeio.spark.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
 from lakeio.spark.tasks import by_key, small_shuffles
 from lakeio.store import uris
@@ -66,7 +67,7 @@ class Plan:
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
     inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False, log_rows: int = 0,
-    references: DataFrame | None = None, pinned: DataFrame | None = None,
+    references: DataFrame | None = None, pinned: DataFrame | None = None, priced: bool = False,
 ) -> Plan:
     """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
 
@@ -83,15 +84,18 @@ def plan_tables(
     other tables need: such a file is ``referenced``, never a candidate. ``pinned``
     (shapes.PINNED_FILES, see deltalog.pinned) are files pinned versions read: such a file is
     ``pinned``, never a candidate, and the pins whose files the inventory no longer lists are
-    found in the classified rows (kept for that pass).
+    found in the classified rows (kept for that pass). With ``priced`` the candidates carry each row's
+    ``storage_class`` (a class the prices do not name as null), for a budget to price (vacuum_jobs.budget); a
+    run without one does not pay for it.
     """
     INVENTORY_ROWS.check(inventory)
     FILE_ACTIONS.check(files)
     cache = cache or pinned is not None
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
     roots = sorted({p.table_root for p in policies} | set(other_roots))
+    classes = priced and "storage_class" in inventory.columns
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
-                         roots, inventory_as_of_ms, log_rows, references, pinned)
+                         roots, inventory_as_of_ms, log_rows, references, pinned, classes)
     classified = per_path.join(F.broadcast(tables), "table_id").select(
         "*", F.when(F.col("inside"), F.concat("table_root", F.lit("/"), "relative")).otherwise(
             F.col("relative")).alias("path"),
@@ -104,14 +108,17 @@ def plan_tables(
     refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
+    number = F.col("storage_class")
+    priced_as = ([F.when(number > 0, _priced_classes()[number - 1]).alias("storage_class")] if classes
+                 else [F.lit(None).cast("string").alias("storage_class")] if priced else [])
     candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns,
-                                                                                       "storage_class")
+                                                                                       *priced_as)
     missing = _pins_missing(classified, pinned, inventory_as_of_ms) if pinned is not None else {}
     return Plan(plans, candidates, refused, (classified,) if cache else (), missing)
 
 
 def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int,
-              log_rows: int, references: DataFrame | None, pinned: DataFrame | None) -> DataFrame:
+              log_rows: int, references: DataFrame | None, pinned: DataFrame | None, classes: bool) -> DataFrame:
     """One row per (table, path) that the inventory lists under a planned table or its log names:
     the log's facts about it, and the inventory's newest row of it (``present`` when that row is
     a current object). Two inventory configurations listing one object give one row.
@@ -149,15 +156,17 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     newest = F.coalesce(F.col("modificationTime"), F.lit(-(2 ** 61))) * 2 + current.cast("long")
     # A version a delete marker (or a newer version) hides: bytes the bucket keeps, never a candidate.
     noncurrent = is_noncurrent()
-    # Where the rows say (S3's do), the storage class goes with the row: what a budget prices (vacuum_jobs.budget).
-    storage_class = F.col("storage_class") if "storage_class" in inventory.columns else F.lit(None).cast("string")
+    # With ``classes``, the storage class goes with the row, what a budget prices (vacuum_jobs.budget): as its number
+    # among the priced classes, a fixed-width buffer again (0: one the prices do not name).
+    number = [F.array_position(_priced_classes(), F.upper("storage_class")).cast("int").alias("storage_class")]
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
-        storage_class.alias("storage_class"), current.alias("current"), newest.alias("newest"),
+        *(number if classes else []), current.alias("current"), newest.alias("newest"),
         F.when(noncurrent, F.coalesce(F.col("length"), F.lit(0))).alias("noncurrent_length"),
     ), roots).join(tables, "table_root").select(
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
-        "length", "isDir", "modificationTime", "storage_class", "current", "newest", "noncurrent_length")
+        "length", "isDir", "modificationTime", *(["storage_class"] if classes else []), "current", "newest",
+        "noncurrent_length")
     key = ["table_id", "inside", "relative"]
     rows = logged.unionByName(listed, allowMissingColumns=True)
     referenced = [F.lit(None).cast("int").alias("referenced_by")]
@@ -183,7 +192,8 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
         F.max("kept_deleted").alias("kept_deleted"),
         F.coalesce(F.max_by("current", "newest"), F.lit(False)).alias("present"),
         F.count("noncurrent_length").alias("noncurrent_versions"), F.sum("noncurrent_length").alias("noncurrent_length"),
-        *[F.max_by(name, "newest").alias(name) for name in ("length", "isDir", "modificationTime", "storage_class")],
+        *[F.max_by(name, "newest").alias(name)
+          for name in ("length", "isDir", "modificationTime", *(("storage_class",) if classes else ()))],
     )
 
 
@@ -258,3 +268,8 @@ def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) ->
     for root, paths in first_paths(missing, MISSING_SAMPLE).items():
         if root in plans:
             plans[root].missing += paths
+
+
+def _priced_classes() -> Column:
+    """The storage classes the prices name (lakeio.prices), as an array: a class's number is its place, from 1."""
+    return F.array(*[F.lit(name) for name in DEFAULT_USD_PER_GB_MONTH])

@@ -156,7 +156,8 @@ class Planning:
         # Cached where anything reads the plan again (the deletes, the audit, the budget's weighing), so that no
         # log file is needed from storage after this.
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
-                           cache=deleting or recorded or self.options.budgeted, log_rows=replay.rows,
+                           cache=deleting or recorded or self.options.budgeted, priced=self.options.budgeted,
+                           log_rows=replay.rows,
                            references=references.frame, pinned=pinned.files if pinned is not None else None)
         for root, reason in plan.refused.items():
             run_tables.refuse(root, ReasonCode.UNREADABLE_LOG, f"unreadable log: {reason}")
