@@ -108,8 +108,7 @@ def plan_tables(
     refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
-    number = F.col("storage_class")
-    priced_as = ([F.when(number > 0, _priced_classes()[number - 1]).alias("storage_class")] if classes
+    priced_as = ([_class_name(F.col("storage_class")).alias("storage_class")] if classes
                  else [F.lit(None).cast("string").alias("storage_class")] if priced else [])
     candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns,
                                                                                        *priced_as)
@@ -158,10 +157,10 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     noncurrent = is_noncurrent()
     # With ``classes``, the storage class goes with the row, what a budget prices (vacuum_jobs.budget): as its number
     # among the priced classes, a fixed-width buffer again (0: one the prices do not name).
-    number = [F.array_position(_priced_classes(), F.upper("storage_class")).cast("int").alias("storage_class")]
+    number = [_class_number(F.col("storage_class")).alias("storage_class")] if classes else []
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
-        *(number if classes else []), current.alias("current"), newest.alias("newest"),
+        *number, current.alias("current"), newest.alias("newest"),
         F.when(noncurrent, F.coalesce(F.col("length"), F.lit(0))).alias("noncurrent_length"),
     ), roots).join(tables, "table_root").select(
         "table_id", F.lit(True).alias("inside"), F.expr("substring(path, length(table_root) + 2)").alias("relative"),
@@ -270,6 +269,13 @@ def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) ->
             plans[root].missing += paths
 
 
-def _priced_classes() -> Column:
-    """The storage classes the prices name (lakeio.prices), as an array: a class's number is its place, from 1."""
-    return F.array(*[F.lit(name) for name in DEFAULT_USD_PER_GB_MONTH])
+def _class_number(storage_class: Column) -> Column:
+    """A storage class as its place among the classes the prices name (lakeio.prices), from 1; 0 for another."""
+    named = F.upper(storage_class)
+    return F.coalesce(*[F.when(named == name, place) for place, name in enumerate(DEFAULT_USD_PER_GB_MONTH, start=1)],
+                      F.lit(0))
+
+
+def _class_name(number: Column) -> Column:
+    """The priced class a ``_class_number`` names (null for 0)."""
+    return F.element_at(F.array(*[F.lit(name) for name in DEFAULT_USD_PER_GB_MONTH]), F.when(number > 0, number))
