@@ -91,7 +91,7 @@ def test_a_backlog_lake_is_cleared_over_budgeted_nights_costliest_first_and_defe
     named = {row["path"] for row in whole.outcomes.select("path").collect()}
     assert len(named) == TABLES * per_table and whole.totals()["candidate_files"] == len(named)
 
-    budget = math.ceil(len(named) / 4)
+    budget = math.ceil(len(named) / 3)  # three nights: the second and third take what the one before left
     proxy = FaultyS3(s3_endpoint, prefix_keys_per_second=50, burst_seconds=0.05)
     left = {folder: {f"s3://{lake}/{key}" for f, key in orphans if f == folder} for folder in folders}
 
