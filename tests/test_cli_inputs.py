@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 
 import inventory_etl.cli
 import lake_reports.cli
+import lakeio.cli
 import vacuum_jobs.cli
 from demo.lake import build_lake
 from lakeio.cli import PLACE_METAVARS
@@ -272,8 +273,12 @@ ON_S3 = {  # each command line, its tables on S3 behind the silent endpoint
 
 @pytest.mark.parametrize("command", sorted(ON_S3))
 def test_an_endpoint_that_does_not_answer_is_named_within_a_minute(lake, command, silent_endpoint, capsys, monkeypatch):
+    """Every command line asks its endpoint first; the main job waits the default time for it, the others a second
+    (the question for them is that they ask, not how long the shared check waits)."""
     work, names = lake
     monkeypatch.setenv("AWS_ENDPOINT_URL", silent_endpoint)
+    if command != "vacuum_jobs":
+        monkeypatch.setattr(lakeio.cli, "ENDPOINT_SECONDS", 1)
     started = time.monotonic()
     status = COMMANDS[command][0]([arg.format(**names) for arg in ON_S3[command]])
     elapsed = time.monotonic() - started
