@@ -5,7 +5,7 @@ and multi-part checkpoints, row tracking, clustering, type widening, change data
 RESTORE, clones, OPTIMIZE, MERGE), each with stale debris (tests.feature_lake: built once per Delta
 version, copied here), and a copy of every table other writers wrote in LAKE_TEST_GOLDEN_TABLES where
 it is set (where Delta itself refuses one, we must delete nothing from it). Every file is aged past the retention,
-the inventory is taken (job 1, through Delta's own writer here), and at retention 0 our dry-run
+the inventory is taken (job 1, committed by deltalake as in every session), and at retention 0 our dry-run
 plan is compared, table by table, with Delta's ``VACUUM ... DRY RUN`` (listing) and with
 ``VACUUM ... USING INVENTORY`` fed our inventory table:
 
