@@ -58,8 +58,8 @@ _PER_LAKE = settings(max_examples=EXAMPLES, deadline=None,
 
 
 def _write(spark, base, tables):
-    """Each table of ``tables`` in a folder of its own below ``base``; its history, and the lake's inventory
-    as one frame and as {table index: {path below its root: the newest modification time}}."""
+    """Each table of ``tables`` in a folder of its own below ``base``: the histories, the lake's inventory as
+    one frame, and each table's {path below its root: the newest modification time}, in ``tables``' order."""
     written, frames, inventories = [], [], []
     for i, spec in enumerate(tables):
         h = write_history(base / f"s{i}" / "t", spec["history"], partitioned=spec["partitioned"],
