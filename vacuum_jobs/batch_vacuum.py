@@ -37,6 +37,7 @@ from lakeio.store.uris import TableRoot
 from lakeio.tables.pins import PinsUnreadable, pins_with_table
 from lakeio.tables.write import BeforeCommit
 from lakeio.times import epoch_ms, iso_utc
+from vacuum_jobs.carry_forward import CarryForward
 from vacuum_jobs.deletes import DeleteSettings
 from vacuum_jobs.execution import Execution
 from vacuum_jobs.history import (
@@ -102,6 +103,7 @@ def vacuum(
     max_deletes: int | None = None,
     min_reclaimable_bytes: int = 0,
     max_minutes: float | None = None,
+    full: bool = False,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
 
@@ -141,6 +143,9 @@ def vacuum(
         min_reclaimable_bytes: skip a table whose candidates hold fewer bytes (``not_worth_it``).
         max_minutes: from the run's start, after which no delete starts: the files left are ``deferred``, their
             tables taken first by the next run with ``audit_table``; a dry run is not cut.
+        full: plan every table; without it, a run with ``audit_table`` carries forward, unread, each table its
+            last plan proved settled and that has not changed since (``reason_code`` ``unchanged``:
+            vacuum_jobs.carry_forward).
 
     Returns:
         The :class:`RunReport`: each table's status and counts, and the per-file outcomes.
@@ -153,7 +158,8 @@ def vacuum(
                             dry_run=dry_run, audit_table=audit_table, min_coverage=min_coverage,
                             delete=delete or DeleteSettings(), history=history, now_ms=now_ms,
                             keep_versions=pins_given(keep_versions), pins_table=pins_table,
-                            max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes, max_minutes=max_minutes)
+                            max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes, max_minutes=max_minutes,
+                            full=full)
     return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
@@ -196,14 +202,24 @@ class BatchVacuum:
         pins = self._pins(run, targets)
         planning = Planning(self.spark, self.storage, self.options, self.progress,
                             functools.partial(self._decide_history, run, run_tables))
-        read = planning.read_and_plan(inventory, self.readiness.runnable(targets, run_tables, plan), run_tables,
-                                      all_roots, run.now_ms, recorded=run.audit_table is not None, pins=pins)
+        runnable = self.readiness.runnable(targets, run_tables, plan)
+        carry = (CarryForward(self.spark, self.storage, self.options, self.progress, run.audit_table)
+                 if run.audit_table else None)
+        to_plan = (carry.carry(runnable, inventory, all_roots, run_tables, pins, run.now_ms,
+                               lambda t: self._history_setting(t.root, t.history).on) if carry else runnable)
+        read = planning.read_and_plan(inventory, to_plan, run_tables, all_roots, run.now_ms,
+                                      recorded=run.audit_table is not None, pins=pins,
+                                      unread=carry.carried if carry else ())
         run.report.references_unknown = {root: why for root, why in read.references_unknown.items()}
         run.report.pins = list(read.pins.versions.statuses.values()) if read.pins is not None else []
         try:
             if read.plan is not None:
                 planning.check_coverage(read.plan, run_tables)
                 self._act(read.plan, plan, run, run_tables, inventory)
+            if carry is not None:
+                if read.plan is not None:
+                    carry.settle(run_tables, to_plan, {root: p.outside_files for root, p in read.plan.tables.items()})
+                run.report.plan_states = carry.states
             record_run(self.spark, self.storage, self.progress, run.audit_table, run.report, run.now_ms, run.deleted_in,
                        before_commit=self.before_commit)
         finally:

@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-minutes", type=float, metavar="M",
                         help="start no delete once M minutes have passed since the run began: the files left are "
                              "deferred, their tables taken first by the next run with this --audit-table (exit 0)")
+    parser.add_argument("--full", action="store_true",
+                        help="plan every table: without it, a run with --audit-table carries forward unread each table "
+                             "its last plan found nothing to delete in and that has not changed since (vacuumed or "
+                             "dry_run, reason_code unchanged)")
     parser.add_argument("--min-reclaimable-bytes", type=int, metavar="BYTES",
                         help="skip a table whose candidates hold fewer bytes than this, as not worth its vacuum "
                              "(default: 0, none skipped)")
@@ -299,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             max_deletes=args.max_deletes,
             min_reclaimable_bytes=args.min_reclaimable_bytes or 0,
             max_minutes=args.max_minutes,
+            full=args.full,
         )
     except ValueError as exc:
         parser.error(as_flag(exc, "--"))

@@ -37,6 +37,7 @@ class TablePlan:
     missing: list[str] = field(default_factory=list)  # sample of live files absent from the inventory
     referenced_by: dict[str, int] = field(default_factory=dict)  # files kept because another table needs them
     old_live_files: int = 0  # live files written before the inventory was taken
+    outside_files: int = 0  # files its log names outside its root (a shallow clone's): others' plans need its log
     # The first instant past which the cutoff releases a listed file it keeps now (deltalog.policy.released; None:
     # none is released by the clock alone); vacuum_jobs.planning.quiet_until makes it a moment of the clock.
     released_ms: int | None = None
@@ -215,6 +216,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
         F.count(F.when(F.col("log_old_live") & ~F.col("present"), 1)).alias("missing_files"),
         F.sum("problems").alias("problems"),
         F.min("released").alias("released"),
+        F.count(F.when(~F.col("path").startswith(F.concat("table_root", F.lit("/"))), 1)).alias("outside"),
     ]
     # Grouped by the table that needs a referenced row too (null for every other row): the few
     # groups per table add up to its counts, and say which tables need its files, in the same job.
@@ -243,7 +245,7 @@ def _table_counts(classified: DataFrame, policies: list[TablePolicy], as_of_ms: 
             del plans[TableRoot(root)]
             continue
         plan = plans[TableRoot(root)]
-        plan.old_live_files = added["old_live"]
+        plan.old_live_files, plan.outside_files = added["old_live"], added["outside"]
         plan.counts = TableCounts(**{name: added[name] for name in added if name.endswith(("_files", "_bytes"))})
         plan.referenced_by = referenced_by.get(root, {})
         plan.released_ms = earliest.get(root)

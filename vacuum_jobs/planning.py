@@ -9,7 +9,7 @@ and the others are read and planned again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -52,16 +52,18 @@ class Planning:
         self.gates = TableGates(options, decide_history)
 
     def read_and_plan(self, inventory: InventorySnapshot, targets: list[TableTarget], run_tables: RunTables,
-                      all_roots: list[TableRoot], now_ms: int, *, recorded: bool, pins: Sequence[Pin] = ()) -> Planned:
+                      all_roots: list[TableRoot], now_ms: int, *, recorded: bool, pins: Sequence[Pin] = (),
+                      unread: Collection[TableRoot] = ()) -> Planned:
         """Read the logs, apply the gates, plan (None when no table is left to plan). The plan reads
         log files the summary read once more (checkpoints, and commits Spark dropped from its cache):
         one that a writer's log cleanup removed in between refuses its own table, and the others are
         read and planned again without it (its log is then read afresh for what it needs from them).
         ``pins``' versions are read first: their files are kept, in the run's tables and wherever a pinned
-        version of any table names another table's file."""
+        version of any table names another table's file. ``unread``: tables of the lake whose logs are known to
+        name nothing outside their roots (vacuum_jobs.carry_forward), so not read for the others."""
         in_run = {t.root for t in targets}
-        lake = sorted(set(all_roots) | in_run)
-        others = [root for root in lake if root not in in_run]
+        lake = sorted(set(all_roots) | in_run | set(unread))
+        others = [root for root in lake if root not in in_run and root not in unread]
         vanished: dict[TableRoot, str] = {}
         pinned = self._read_pins(pins, now_ms) if pins else None
         while True:

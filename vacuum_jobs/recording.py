@@ -45,7 +45,7 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
     roots = [uris.canonical(t.table) for t in run.tables]  # as the audit keys tables (a name not resolved stays one)
     hashes = commit_file_hashes(spark, {root: t.version for root, t in zip(roots, run.tables) if t.version is not None})
-    tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root))
-              for root, t in zip(roots, run.tables)]
+    tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root),
+                       plan_state=run.plan_states.get(TableRoot(root))) for root, t in zip(roots, run.tables)]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
     append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit)

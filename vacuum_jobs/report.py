@@ -88,6 +88,8 @@ class ReasonCode(StrEnum):
     NOT_IN_PLAN = "not_in_plan"  # a table the plan the run was given (a dry run's) does not hold (skipped)
     NOT_WORTH_IT = "not_worth_it"  # its candidates hold less than min_reclaimable_bytes (skipped)
     BUDGET_SPENT = "budget_spent"  # the run's max_deletes was spent, or its max_minutes ran out, before all of it
+    # settled at its last plan, nothing changed since: carried forward unread (vacuumed or dry_run, nothing to delete)
+    UNCHANGED = "unchanged"
 
 
 # How ``TableReport.history`` says a commit of the table's history is missing; and why, where the store
@@ -163,6 +165,11 @@ class RunTables:
     def skip(self, root: TableRoot, code: ReasonCode, reason: str) -> None:
         self._end(root, TableStatus.SKIPPED, code, reason)
 
+    def carried(self, root: TableRoot, dry_run: bool, reason: str) -> None:
+        """``root`` carried forward unread (vacuum_jobs.carry_forward): ended as its plan with nothing to delete would."""
+        self[root].dry_run = dry_run
+        self._end(root, TableStatus.DRY_RUN if dry_run else TableStatus.VACUUMED, ReasonCode.UNCHANGED, reason)
+
     def defer(self, root: TableRoot, files: int, length: int, reason: str) -> None:
         """``root`` left for a later run by the budget, with the ``files`` and ``length`` bytes it would reclaim."""
         self[root].counts.deferred_files, self[root].counts.deferred_bytes = files, length
@@ -237,6 +244,8 @@ class RunReport:
     # What the run acted on: each table it deleted in or dry-ran, and the files (vacuum_plan.VacuumPlan),
     # as the deletes took them; None when it planned nothing.
     plan: VacuumPlan | None = field(default=None, repr=False, compare=False)
+    # Each table's plan_state for the audit (vacuum_jobs.carry_forward), as JSON: what the next run may carry it on.
+    plan_states: dict[TableRoot, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -265,7 +274,7 @@ class RunReport:
         return totals
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan", "plan_states")}
         doc["tables"] = [asdict(t) for t in self.tables]
         doc["pins"] = [p.to_dict() for p in self.pins]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)

@@ -5,7 +5,9 @@ are chained in ``seq`` order (0, 1, ...), and its first row names in ``prev_hash
 when the run was appended (the last row of the run before it), or :data:`GENESIS` for the first
 chained run. ``chain_version`` says how a row's hash was made:
 
-- 2 (what runs write): ``row_hash = SHA-256(prev + "\n" + seq + "\n" + digest)``, where ``prev``
+- 3 (what runs write): version 2's, over :data:`DIGESTED` and then ``plan_state`` (what the next run
+  trusts to carry a table forward, vacuum_jobs.carry_forward).
+- 2: ``row_hash = SHA-256(prev + "\n" + seq + "\n" + digest)``, where ``prev``
   is the previous row's hash (``prev_hash`` for row 0) and ``digest`` the SHA-256 of the row's
   :data:`DIGESTED` columns, each written as its length, a colon and its text, a null as ``-``
   (text: strings as they are, whole numbers in decimal, timestamps as UTC microseconds, dates as ISO
@@ -46,7 +48,7 @@ from pyspark.sql import functions as F
 from lakeio.times import iso_utc
 
 GENESIS = "0" * 64
-CHAIN_VERSION = 2  # what chain_run writes
+CHAIN_VERSION = 3  # what chain_run writes
 # The columns a row's hash covers. Fixed: a column added to the audit table later must not change the hash of the
 # rows already written (extending this list needs a chain version of its own).
 HASHED_COLUMNS = (
@@ -56,7 +58,9 @@ HASHED_COLUMNS = (
 )
 # Version 2 digests these (and the columns added with it); seq and prev_hash go into the fold itself.
 DIGESTED = (*(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash")), "undo_window_hours")
-# Version 2 rows are verified in blocks of this many rows of a run, side by side (a run is one task otherwise).
+# What each version from 2 on digests: version 3 adds the column that came with it.
+DIGESTED_BY_VERSION = {2: DIGESTED, 3: (*DIGESTED, "plan_state")}
+# Rows of version 2 on are verified in blocks of this many rows of a run, side by side (a run is one task otherwise).
 ROWS_PER_BLOCK = 1 << 16
 # The newest run is looked for among runs that started this long before the newest run_date.
 _HEAD_LOOKBACK = timedelta(days=7)
@@ -120,11 +124,12 @@ def link(prev_hash: str, canonical_json: str) -> str:
     return hashlib.sha256(f"{prev_hash}\n{canonical_json}".encode()).hexdigest()
 
 
-def digest(rows: DataFrame) -> Column:
-    """A version 2 row's digest of its :data:`DIGESTED` columns, as a column of ``rows`` (on the JVM)."""
+def digest(rows: DataFrame, version: int = CHAIN_VERSION) -> Column:
+    """A row's digest of the columns its chain ``version`` digests (:data:`DIGESTED_BY_VERSION`), as a column of
+    ``rows`` (on the JVM)."""
     kinds = dict(rows.dtypes)
     parts = []
-    for name in DIGESTED:
+    for name in DIGESTED_BY_VERSION[version]:
         kind = kinds[name]
         text = (F.unix_micros(name).cast("string") if kind == "timestamp"
                 else F.date_format(name, "yyyy-MM-dd") if kind == "date"
@@ -136,20 +141,20 @@ def digest(rows: DataFrame) -> Column:
 
 
 def fold(prev_hash: str, seq: int, row_digest: str) -> str:
-    """A version 2 row's hash."""
+    """A row's hash, from version 2 on."""
     return hashlib.sha256(f"{prev_hash}\n{seq}\n{row_digest}".encode()).hexdigest()
 
 
 _DIGEST = "_digest"
 
 
-def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
+def chain_run(rows: DataFrame, head: Head | None, version: int = CHAIN_VERSION) -> DataFrame:
     """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``/``chain_version``) chained
-    after ``head`` (version 2): digested where they are, then in one task, in a total order (every
-    column: identical rows are interchangeable), numbered and folded. Returns the audit table's columns,
-    in its order."""
+    after ``head`` (``version``: an earlier one, where a test needs the rows an earlier release wrote): digested
+    where they are, then in one task, in a total order (every column: identical rows are interchangeable),
+    numbered and folded. Returns the audit table's columns, in its order."""
     previous = head.row_hash if head else GENESIS
-    ordered = (rows.withColumn(_DIGEST, digest(rows)).repartition(1)
+    ordered = (rows.withColumn(_DIGEST, digest(rows, version)).repartition(1)
                .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in rows.columns])
                .withColumn("seq", F.monotonically_increasing_id())  # one partition: 0, 1, ...
                .withColumn("prev_hash", F.when(F.col("seq") == 0, F.lit(previous)).cast("string")))
@@ -166,7 +171,7 @@ def chain_run(rows: DataFrame, head: Head | None) -> DataFrame:
                 hashes.append(last)
             yield pa.RecordBatch.from_arrays(
                 [*(batch.column(i) for i in kept_at), pa.array(hashes, pa.string()),
-                 pa.array([CHAIN_VERSION] * len(hashes), pa.int32())],
+                 pa.array([version] * len(hashes), pa.int32())],
                 names=[*names, "row_hash", "chain_version"])
 
     kinds = dict(ordered.dtypes)
@@ -215,7 +220,7 @@ _RUN, _SEQ, _PREV, _STORED, _TIME, _TABLE, _PATH, _ACTION = (_V1_WALKED.index(na
 
 def _walk(partition: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
     """One partition's version 1 runs, each in ``seq`` order: a row per problem (``problem`` set), then a
-    summary row per run (``rows`` set). :func:`_checked` finds the same for version 2, on the JVM."""
+    summary row per run (``rows`` set). :func:`_checked` finds the same for versions 2 and 3, on the JVM."""
     run: dict[str, Any] | None = None
     for values in partition:
         run_id, seq, stored, prev = values[_RUN], values[_SEQ], values[_STORED], values[_PREV]
@@ -249,14 +254,14 @@ def _found(values: Sequence[Any]) -> dict[str, Any]:
             "table_root": values[_TABLE], "path": values[_PATH], "action": values[_ACTION]}
 
 
-def _checked(rows: DataFrame, rows_per_block: int) -> DataFrame:
-    """:func:`_walk`'s findings for version 2 rows, on the JVM: each row is checked against the row
+def _checked(rows: DataFrame, version: int, rows_per_block: int) -> DataFrame:
+    """:func:`_walk`'s findings for rows of chain ``version`` (2 on), on the JVM: each row is checked against the row
     before it in its run (its stored hash and ``seq``), which needs no fold. A run is checked in
     blocks of ``rows_per_block`` consecutive ``seq``, side by side; a block's first row is checked
     against the last row of the run's block before it."""
     seq, prev = F.col("seq"), F.col("prev_hash")
     block = F.floor(seq / F.lit(rows_per_block))
-    digested = rows.select(*_WHERE, digest(rows).alias(_DIGEST), block.alias("_block"))  # before the shuffle
+    digested = rows.select(*_WHERE, digest(rows, version).alias(_DIGEST), block.alias("_block"))  # before the shuffle
     in_block = Window.partitionBy("run_id", "_block").orderBy("seq")
     ends = rows.groupBy(F.col("run_id").alias("_run"), block.alias("_at")).agg(
         F.max(seq).alias("_end_seq"), F.max_by("row_hash", seq).alias("_end_hash"))
@@ -309,8 +314,9 @@ def _findings(chained: DataFrame, versions: dict[int | None, int], rows_per_bloc
         ordered = old.repartition("run_id").sortWithinPartitions("run_id", "seq")
         found = found.unionByName(spark.createDataFrame(ordered.rdd.mapPartitions(_walk),
                                                         _FINDINGS_DDL))
-    if versions.get(CHAIN_VERSION):
-        found = found.unionByName(_checked(chained.where(F.col("chain_version") == CHAIN_VERSION), rows_per_block))
+    for version in DIGESTED_BY_VERSION:
+        if versions.get(version):
+            found = found.unionByName(_checked(chained.where(F.col("chain_version") == version), version, rows_per_block))
     return found.collect()
 
 
@@ -335,8 +341,8 @@ def verify(rows: DataFrame, expected_head: str | None = None, rows_per_block: in
     check.runs, check.rows_verified = len(runs), sum(r["rows"] for r in runs)
     problems = [(r["at_ms"] or 0, r["run_id"], r["seq"], f"{_named(r)}: {r['problem']}")
                 for r in findings if r["problem"] is not None]
-    if set(versions) - {None, CHAIN_VERSION}:
-        for r in (chained.where(~F.col("chain_version").isin(CHAIN_VERSION)).groupBy("run_id", "chain_version")
+    if set(versions) - {None, *DIGESTED_BY_VERSION}:
+        for r in (chained.where(~F.col("chain_version").isin(*DIGESTED_BY_VERSION)).groupBy("run_id", "chain_version")
                   .agg(F.count(F.lit(1)).alias("n"), F.min(F.unix_millis("timestamp")).alias("at_ms")).collect()):
             problems.append((r["at_ms"], r["run_id"], 0, f"run {r['run_id']}: {r['n']:,} row(s) carry chain version "
                              f"{r['chain_version']}, which this release cannot verify (written by a newer one?)"))

@@ -6,7 +6,9 @@ bucket a file's row also names the version its delete hid (``version_id``) and t
 marker that hides it (``delete_marker_id``); with a trash folder, where the file went
 (``trash_path``): what ``restore`` undoes and ``purge`` erases. Their rows name the vacuum
 run whose delete they undo or finish (``source_run_id``). A vacuum's table row carries the
-SHA-256 of the table's commit file at the version it planned from (``log_sha256``).
+SHA-256 of the table's commit file at the version it planned from (``log_sha256``), and where the plan
+proved the table settled, what the next run needs to carry it forward unread (``plan_state``, JSON:
+vacuum_jobs.carry_forward).
 
 Every row is chained to the one before it by a SHA-256 (``seq``, ``prev_hash``, ``row_hash``, and
 ``chain_version`` for how it was made; see :mod:`lakeio.audit.chain`), so that an edited or deleted
@@ -42,12 +44,12 @@ AUDIT_COLUMNS = (
     "run_id string, table_root string, table_version long, path string, length long, modificationTime long, "
     "action string, error string, timestamp timestamp, inventory_date date, retention_hours double, run_date date, "
     "version_id string, delete_marker_id string, trash_path string, source_run_id string, log_sha256 string, "
-    "undo_window_hours double, seq long, prev_hash string, row_hash string, chain_version int"
+    "undo_window_hours double, plan_state string, seq long, prev_hash string, row_hash string, chain_version int"
 )
 AUDIT_PARTITIONS = ("run_date",)
 # Null in rows written before them.
 LATER_COLUMNS = ("version_id", "delete_marker_id", "trash_path", "source_run_id", "log_sha256", "undo_window_hours",
-                 "seq", "prev_hash", "row_hash", "chain_version")
+                 "seq", "prev_hash", "row_hash", "chain_version", "plan_state")
 
 
 class TableStatus(StrEnum):
@@ -116,6 +118,7 @@ class RunTable:
     log_sha256: str | None = None  # of the table's commit file at ``version``
     source_run_id: str | None = None  # the vacuum run a restore or purge acted on here (default: the append's)
     undo_window_hours: float | None = None  # a purge's: deletes younger than this stayed restorable
+    plan_state: str | None = None  # a vacuum's, where its plan proved the table settled (vacuum_jobs.carry_forward)
 
     def __post_init__(self) -> None:
         # A whole number of hours (``retention_hours=0``, ``retention_hours: 336`` in a tables file) goes into a
@@ -162,7 +165,7 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
     rows = spark.createDataFrame(
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
           t.retention_hours, started.date(), None, None, None, t.source_run_id or source_run_id, t.log_sha256,
-          t.undo_window_hours)
+          t.undo_window_hours, t.plan_state)
          for t in tables],
         _UNCHAINED)
     if outcomes is not None:
@@ -179,7 +182,7 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
             F.lit(inventory_date).cast("date").alias("inventory_date"), "retention_hours",
             F.lit(started.date()).alias("run_date"), "version_id", "delete_marker_id", "trash_path",
             sources.cast("string").alias("source_run_id"), F.lit(None).cast("string").alias("log_sha256"),
-            "undo_window_hours",
+            "undo_window_hours", F.lit(None).cast("string").alias("plan_state"),
         ))
     return rows
 

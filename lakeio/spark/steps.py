@@ -39,6 +39,7 @@ class Step(StrEnum):
     INVENTORY_DATE = "the inventory's date"
     FINDING_TABLES = "finding the Delta tables"
     READING_PINS = "reading the pins"
+    CARRYING = "carrying the unchanged tables"  # only with an audit table (vacuum_jobs.carry_forward)
     PLANNING = "planning"
     RECHECKING = "checking the logs again"
     BUDGETING = "weighing the tables"  # only with a budget or a least worth (vacuum_jobs.budget)
