@@ -129,12 +129,12 @@ CHANGED_SHARE = 0.02  # of a quiet night's tables, those with a commit since the
 
 def quiet_night(tables: int, files_per_table: int, rounds: int, workdir: str | None = None) -> dict:
     """A settled lake planned once with an audit table; then each round a night on which ``CHANGED_SHARE`` of the
-    tables got a commit (an add of a file the inventory does not list yet), carried forward and then ``--full``,
-    each a cold process after its own night's commits. The fastest of each."""
+    tables got a commit (an add of a file the inventory does not list yet), carried forward and then ``--full``
+    (which records nothing), each a cold process after its own night's commits. The fastest of each."""
     workdir = workdir or tempfile.mkdtemp(prefix="bench-quiet-")
     inventory, roots, _ = _lake(workdir, tables, files_per_table, settled=True)
     audit = ["--audit-table", os.path.join(workdir, "audit")]
-    first = cold.run_cli(inventory, 200, [*audit, "--full"])
+    first = cold.run_cli(inventory, 200, audit)  # records every table's state
     if first.candidates:
         raise SystemExit(f"the settled lake has {first.candidates:,} candidates")
     changed = roots[:max(1, round(len(roots) * CHANGED_SHARE))]

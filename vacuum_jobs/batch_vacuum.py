@@ -143,7 +143,8 @@ def vacuum(
         min_reclaimable_bytes: skip a table whose candidates hold fewer bytes (``not_worth_it``).
         max_minutes: from the run's start, after which no delete starts: the files left are ``deferred``, their
             tables taken first by the next run with ``audit_table``; a dry run is not cut.
-        full: plan every table; without it, a run with ``audit_table`` carries forward, unread, each table its
+        full: plan every table, and record nothing for the next run to carry (the cost of runs before carrying);
+            without it, a run with ``audit_table`` carries forward, unread, each table its
             last plan proved settled and that has not changed since (``reason_code`` ``unchanged``:
             vacuum_jobs.carry_forward).
 
@@ -204,7 +205,7 @@ class BatchVacuum:
                             functools.partial(self._decide_history, run, run_tables))
         runnable = self.readiness.runnable(targets, run_tables, plan)
         carry = (CarryForward(self.spark, self.storage, self.options, self.progress, run.audit_table)
-                 if run.audit_table else None)
+                 if run.audit_table and not self.options.full else None)
         to_plan = (carry.carry(runnable, inventory, all_roots, run_tables, pins, run.now_ms,
                                lambda t: self._history_setting(t.root, t.history).on) if carry else runnable)
         read = planning.read_and_plan(inventory, to_plan, run_tables, all_roots, run.now_ms,

@@ -12,7 +12,8 @@ file outside the table's root, and the run writes no history into it. Its audit 
   gone counts): how many, their bytes, and an order-free digest of each row's path, size, time and version flags;
 - when the clock alone next brings it a candidate (``quiet_until``), and the retention and check the run asked.
 
-The next run (not ``full``) carries a table forward when its newest audit row holds a state and, now, the run asks
+The next run (not ``full``, which neither carries nor records) carries a table forward when the audit holds a state
+of it (the newest) and, now, the run asks
 the same retention, no pin names the table, the inventory's objects digest the same, the clock is before
 ``quiet_until``, the coverage meets the run's minimum, and its ``_delta_log/`` lists the same files: every
 proof, or the table is planned in full. A carried table deletes nothing, which never harms it; and since it names
@@ -54,7 +55,7 @@ from vacuum_jobs.targets import TableTarget
 log = logging.getLogger(__name__)
 
 STATE_FORMAT = 1  # PlanState's JSON; a state of another format is not trusted (the table is planned in full)
-MEMORY_DAYS = 31  # how far back a run looks for a table's newest audit row: the audit's partitions it reads
+MEMORY_DAYS = 31  # how far back a run looks for a table's newest state: the audit's partitions it reads
 # The columns of an inventory row its objects' digest covers, where the inventory has them.
 _DIGESTED = ("path", "length", "isDir", "modificationTime", "is_latest", "is_delete_marker", "version_id",
              "storage_class")
@@ -144,12 +145,13 @@ def _log_digest(files: list[tuple[str, int, int]]) -> tuple[str, int | None]:
 
 def newest_states(spark: SparkSession, audit_table: str, roots: Sequence[TableRoot], now_ms: int
                   ) -> dict[TableRoot, PlanState]:
-    """Of ``roots``, those whose newest audit row (of the last ``MEMORY_DAYS``, any run's, a restore's or purge's
-    too) holds a state this release reads."""
+    """Of ``roots``, those with a state this release reads in the audit (the newest of the last ``MEMORY_DAYS``). Any
+    state whose every proof holds now is one, whatever came after it: a table restored, refused or planned by a
+    ``--full`` run since is carried only if its log and objects are again as that state found them."""
     try:
         rows = read_audit(spark, audit_table).where(
             (F.col("run_date") >= rows_date(now_ms) - timedelta(days=MEMORY_DAYS)) & F.col("path").isNull()
-            & F.col("table_root").isin(*roots))
+            & F.col("table_root").isin(*roots) & F.col("plan_state").isNotNull())
     except TableNotFound:
         return {}
     newest = rows.groupBy("table_root").agg(F.max_by("plan_state", F.struct("timestamp", "run_id")).alias("state"))
@@ -184,8 +186,6 @@ class CarryForward:
         self.progress.begin(Step.CARRYING, f"digesting the objects of {len(targets)} table(s), to carry those "
                             "unchanged forward")
         self.objects = objects_digests(inventory.rows, roots, [t.root for t in targets])
-        if self.options.full:
-            return targets
         pinned = {pin.root for pin in pins}
         recorded = newest_states(self.spark, self.audit_table, [t.root for t in targets], now_ms)
         now = iso_utc(now_ms)

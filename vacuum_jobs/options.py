@@ -36,7 +36,7 @@ class VacuumOptions:
     max_deletes: int | None = None  # the most files the run deletes, the costliest tables first (vacuum_jobs.budget)
     min_reclaimable_bytes: int = 0  # a table whose candidates hold fewer bytes is skipped
     max_minutes: float | None = None  # from the run's start: no delete starts after it, the rest deferred (vacuum_jobs.budget)
-    full: bool = False  # plan every table, none carried forward unchanged (vacuum_jobs.carry_forward)
+    full: bool = False  # plan every table, none carried forward, no state recorded (vacuum_jobs.carry_forward)
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
     now_ms: int | None = None  # for tests; default: the clock at the start of the run
 
