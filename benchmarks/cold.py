@@ -51,7 +51,7 @@ def run_cli(inventory: str, shuffle_partitions: int, options: Sequence[str] = ()
             report = json.load(source)
     steps = dict(report["step_seconds"])
     steps[OUTSIDE_THE_RUN] = max(fresh.job_s - sum(steps.values()), 0.0)
-    candidates = sum(t["counts"]["candidate_files"] for t in report["tables"] if t["reason_code"] != "unchanged")
+    candidates = sum(t["counts"]["candidate_files"] for t in report["tables"])
     carried = sum(1 for t in report["tables"] if t["reason_code"] == "unchanged")
     return ColdRun(fresh.session_s, fresh.job_s, steps, candidates, fresh.archive, carried=carried)
 

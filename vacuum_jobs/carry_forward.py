@@ -41,6 +41,7 @@ from lakeio.audit.contract import TableStatus, read_audit, rows_date
 from lakeio.deltalog.ownership import with_owner
 from lakeio.inventory import InventorySnapshot
 from lakeio.pins import Pin
+from lakeio.spark.shapes import local_frame
 from lakeio.spark.steps import Step, Steps
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
@@ -96,10 +97,10 @@ def objects_digests(rows: DataFrame, roots: Sequence[TableRoot], among: Iterable
     ``0:0:0:0``."""
     wanted = set(among)
     columns = [F.col(name) for name in _DIGESTED if name in rows.columns]
-    owned = with_owner(rows.where(F.col("path").isNotNull()).select(
-        "*", uris.canonical_col(F.col("path")).alias("_path")).drop("path").withColumnRenamed("_path", "path"), roots)
-    owned = owned.where(F.col("table_root").isin(*wanted) & ~F.col("path").startswith(
-        F.concat("table_root", F.lit("/_delta_log/"))))
+    owners = local_frame(rows.sparkSession, [(root,) for root in sorted(wanted)], "table_root string")
+    owned = with_owner(rows.where(F.col("path").isNotNull()).withColumn("path", uris.canonical_col(F.col("path"))),
+                       roots).join(F.broadcast(owners), "table_root")
+    owned = owned.where(~F.col("path").startswith(F.concat("table_root", F.lit("/_delta_log/"))))
     found = {TableRoot(r["table_root"]): f"{r['n']}:{r['bytes']}:{r['x64']}:{r['x32']}" for r in owned.groupBy(
         "table_root").agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
                           F.bit_xor(F.xxhash64(*columns)).alias("x64"), F.bit_xor(F.hash(*columns)).alias("x32"))
