@@ -9,6 +9,10 @@ the archive classes are not modelled.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 from lakeio.documents import load_document
 from lakeio.errors import HousekeepingError
 
@@ -32,21 +36,27 @@ class PriceError(HousekeepingError, ValueError):
 
 
 def load_prices(path: str | None) -> dict[str, float]:
-    """The default prices, overridden by ``path`` when given."""
-    prices = dict(DEFAULT_USD_PER_GB_MONTH)
+    """The default prices, overridden by the file at ``path`` when given."""
     if path is None:
-        return prices
+        return dict(DEFAULT_USD_PER_GB_MONTH)
     try:
         doc = load_document(path)
     except ValueError as exc:
         raise PriceError(str(exc)) from None
     if not isinstance(doc, dict):
         raise PriceError(f"{path}: expected a mapping of storage class to USD per GB-month")
-    for storage_class, price in doc.items():
-        if not isinstance(price, (int, float)) or isinstance(price, bool) or price < 0:
-            raise PriceError(f"{path}: {storage_class}: price must be a number >= 0, not {price!r}")
-        prices[str(storage_class).upper()] = float(price)
-    return prices
+    return with_defaults(doc, path)
+
+
+def with_defaults(prices: Mapping[Any, Any], source: str) -> dict[str, float]:
+    """The default prices, each class ``prices`` names (any case) at its price there; PriceError, naming ``source``
+    and the class, for a price that is not a number >= 0."""
+    merged = dict(DEFAULT_USD_PER_GB_MONTH)
+    for storage_class, price in prices.items():
+        if not isinstance(price, (int, float)) or isinstance(price, bool) or not 0 <= price < math.inf:
+            raise PriceError(f"{source}: {storage_class}: price must be a number >= 0, not {price!r}")
+        merged[str(storage_class).upper()] = float(price)
+    return merged
 
 
 def monthly_usd(length: int, usd_per_gb_month: float) -> float:

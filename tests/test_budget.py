@@ -7,12 +7,16 @@ import json
 import os
 import random
 import shutil
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from inventory_etl.ingestion import IngestInventory
+from inventory_etl.producer import objects_in_folder, write_delivery
 from lakeio.audit.contract import verify_chain
 from lakeio.errors import InvalidOption
 from lakeio.spark.shapes import CANDIDATES
@@ -124,6 +128,52 @@ def test_a_budget_given_wrongly_is_refused_before_spark_naming_the_flag(capsys):
             vacuum_main(["--inventory-table", "s3://lake/inventory", "--table", "s3://lake/t", flag, value])
         err = capsys.readouterr().err
         assert exited.value.code == 2 and said in err and len(err.strip().splitlines()[-1]) < 200, err
+
+
+def test_the_budget_orders_the_tables_by_the_runs_prices_as_the_chargeback_does(spark, tmp_path, capsys):
+    """b's orphans, four times a's bytes, lie in GLACIER: at the list prices a costs more a month and goes first; with
+    a prices file (the chargeback's --prices) that prices GLACIER above STANDARD, b does. A class only the file names
+    is priced too."""
+    bucket, work = tmp_path / "lake", tmp_path / "run"
+    tables = {name: table for name, table in _lake(bucket).items() if name in "ab"}
+    objects = [replace(o, storage_class="GLACIER" if o.key.startswith("b/") else "STANDARD")
+               for o in objects_in_folder(str(bucket))]
+    manifest = write_delivery(str(work / "inventory-dest"), "lake", "daily", objects, datetime.now(timezone.utc))
+    inventory = str(work / "inventory")
+    assert not IngestInventory(spark, inventory, {"lake": str(bucket)}).execute([manifest]).refused
+
+    def first_taken(report_file: Path, *flags: str, inventory: str = inventory) -> str:
+        assert vacuum_main(["--inventory-table", inventory, "--max-deletes", "4", "--report", str(report_file),
+                            *[a for t in tables.values() for a in ("--table", str(t))], *flags]) == 0
+        by = {Path(t["table"]).name: t for t in json.loads(report_file.read_text())["tables"]}
+        assert sorted(t["status"] for t in by.values()) == ["deferred", "dry_run"], by
+        return next(name for name, t in by.items() if t["status"] == "dry_run")
+
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("glacier: 0.1\n")
+    assert first_taken(tmp_path / "list.json") == "a"
+    assert first_taken(tmp_path / "priced.json", "--prices", str(prices)) == "b"
+    report = vacuum(spark, inventory, [str(t) for t in tables.values()], max_deletes=4, prices={"GLACIER": 0.1})
+    assert {Path(t.table).name: t.status for t in report.tables} == {"a": TableStatus.DEFERRED, "b": TableStatus.DRY_RUN}
+
+    # A class the list does not hold, named by the file: the table whose objects lie in it is priced at it.
+    objects = [replace(o, storage_class="OUTPOSTS") if o.key.startswith("a/") else o for o in objects]
+    manifest = write_delivery(str(tmp_path / "again"), "lake", "daily", objects, datetime.now(timezone.utc))
+    assert not IngestInventory(spark, str(tmp_path / "again" / "inventory"), {"lake": str(bucket)}).execute([manifest]).refused
+    prices.write_text("OUTPOSTS: 1.0\nGLACIER: 0.1\n")
+    assert first_taken(tmp_path / "outposts.json", "--prices", str(prices), inventory=str(tmp_path / "again" / "inventory")) == "a"
+
+    # A prices file or mapping that cannot be used: one line naming it, before Spark.
+    for text, said in (("STANDARD: -1\n", "STANDARD: price must be a number >= 0, not -1"),
+                       ("GLACIER: .nan\n", "GLACIER: price must be a number >= 0, not nan"),
+                       ("- STANDARD\n", "expected a mapping of storage class to USD per GB-month")):
+        prices.write_text(text)
+        with pytest.raises(SystemExit) as exited:
+            vacuum_main(["--inventory-table", "s3://lake/inventory", "--table", "s3://lake/t", "--prices", str(prices)])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exited.value.code == 2 and f"--prices {prices}: {said}" in err, err
+    with pytest.raises(InvalidOption, match="prices: GLACIER: price must be a number >= 0, not 'cheap'"):
+        VacuumOptions("s3://lake/inventory", prices={"GLACIER": "cheap"})
 
 
 def test_a_budgeted_run_without_an_audit_table_says_the_next_run_cannot_know_what_it_deferred(spark, tmp_path):

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -103,6 +103,7 @@ def vacuum(
     max_deletes: int | None = None,
     min_reclaimable_bytes: int = 0,
     max_minutes: float | None = None,
+    prices: Mapping[str, float] | None = None,
     full: bool = False,
 ) -> RunReport:
     """Vacuum many Delta tables in one run by diffing the inventory against their logs.
@@ -143,6 +144,8 @@ def vacuum(
         min_reclaimable_bytes: skip a table whose candidates hold fewer bytes (``not_worth_it``).
         max_minutes: from the run's start, after which no delete starts: the files left are ``deferred``, their
             tables taken first by the next run with ``audit_table``; a dry run is not cut.
+        prices: USD per GB-month by storage class, which a budget's order follows (``max_deletes``): each class
+            named replaces the built-in list price (lakeio.prices), as the chargeback's ``--prices`` does.
         full: plan every table, and record nothing for the next run to carry (the cost of runs before carrying);
             without it, a run with ``audit_table`` carries forward, unread, each table its
             last plan proved settled and that has not changed since (``reason_code`` ``unchanged``:
@@ -160,7 +163,7 @@ def vacuum(
                             delete=delete or DeleteSettings(), history=history, now_ms=now_ms,
                             keep_versions=pins_given(keep_versions), pins_table=pins_table,
                             max_deletes=max_deletes, min_reclaimable_bytes=min_reclaimable_bytes, max_minutes=max_minutes,
-                            full=full)
+                            prices=prices or {}, full=full)
     return BatchVacuum(spark, options).execute(tables, plan=plan)
 
 
@@ -220,7 +223,7 @@ class BatchVacuum:
             if carry is not None:
                 if read.plan is not None:
                     carry.settle(run_tables, to_plan, {root: p.outside_files for root, p in read.plan.tables.items()})
-                run.report.plan_states = carry.states
+                run.report.plan_states, run.report.carried_hashes = carry.states, carry.hashes
             record_run(self.spark, self.storage, self.progress, run.audit_table, run.report, run.now_ms, run.deleted_in,
                        before_commit=self.before_commit)
         finally:

@@ -1,10 +1,10 @@
 """Where a run's deletes stop: the tables worth a vacuum, in the order that pays most, up to a budget.
 
 After the logs' re-check, each table's candidates are counted and priced (their bytes at their storage
-class's monthly price, lakeio.prices). A table whose candidates hold less than ``min_reclaimable_bytes``
-is skipped (``not_worth_it``). With ``max_deletes``, the tables go in order: first those an earlier run
-left work in (the audit's ``table_deferred`` rows, and the table it stopped inside, of the last
-MEMORY_DAYS), then by what their
+class's monthly price: the run's prices, lakeio.prices' list prices where they name none). A table whose
+candidates hold less than ``min_reclaimable_bytes`` is skipped (``not_worth_it``). With ``max_deletes``, the
+tables go in order: first those an earlier run left work in (the audit's ``table_deferred`` rows, and the
+table it stopped inside, of the last MEMORY_DAYS), then by what their
 candidates cost a month, the most first. Each takes its candidates whole while the budget lasts; the
 table the budget runs out in takes its largest files first, up to what is left, and is vacuumed (or
 dry-run) for those; the tables after it are ``deferred``: their report says what they hold and cost, and

@@ -38,6 +38,7 @@ from lakeio.cli import (
     write_lines,
 )
 from lakeio.deprecation import warn_old_flags
+from lakeio.prices import PriceError, load_prices
 from lakeio.spark.catalog import CatalogError, resolve
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
@@ -116,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-minutes", type=float, metavar="M",
                         help="start no delete once M minutes have passed since the run began: the files left are "
                              "deferred, their tables taken first by the next run with this --audit-table (exit 0)")
+    parser.add_argument("--prices", metavar="FILE", type=place("FILE"),
+                        help="JSON or YAML {storage class: USD per GB-month}, the chargeback's --prices file: what "
+                             "--max-deletes orders the tables by; classes it names replace the built-in list prices")
     parser.add_argument("--full", action="store_true",
                         help="plan every table: without it, a run with --audit-table carries forward unread each table "
                              "its last plan found nothing to delete in and that has not changed since (vacuumed or "
@@ -288,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(as_flag(exc, "--delete-"))
     try:
+        prices = load_prices(args.prices)
+    except PriceError as exc:
+        parser.error(f"--prices {exc}")
+    try:
         options = VacuumOptions(
             inventory_table=args.inventory_table,
             inventory_date=args.inventory_date,
@@ -303,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             max_deletes=args.max_deletes,
             min_reclaimable_bytes=args.min_reclaimable_bytes or 0,
             max_minutes=args.max_minutes,
+            prices=prices,
             full=args.full,
         )
     except ValueError as exc:

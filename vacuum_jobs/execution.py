@@ -102,7 +102,7 @@ class Execution:
                             + (f" against a budget of {self.options.max_deletes:,} deletes" if self.options.max_deletes else ""))
         first = (budget.deferred_before(self.spark, audit_table, list(plan.decisions), now_ms) if self.options.max_deletes
                  else set())
-        return budget.spend(plan, budget.worth(plan), run_tables, max_deletes=self.options.max_deletes,
+        return budget.spend(plan, budget.worth(plan, self.options.prices), run_tables, max_deletes=self.options.max_deletes,
                             min_reclaimable_bytes=self.options.min_reclaimable_bytes, first=first)
 
     def in_time(self, plan: VacuumPlan, run_tables: RunTables, stop_at_ms: int | None) -> VacuumPlan:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
 from lakeio.deprecation import Renamed, opposite, renamed_keywords
 from lakeio.errors import InvalidOption
 from lakeio.pins import Pin
+from lakeio.prices import DEFAULT_USD_PER_GB_MONTH, PriceError, with_defaults
 from lakeio.store import uris
 from vacuum_jobs.deletes import DeleteSettings
 
@@ -35,6 +37,9 @@ class VacuumOptions:
     pins_table: str | None = None  # the pins table (lakeio.tables.pins): its pins are kept too
     max_deletes: int | None = None  # the most files the run deletes, the costliest tables first (vacuum_jobs.budget)
     min_reclaimable_bytes: int = 0  # a table whose candidates hold fewer bytes is skipped
+    # USD per GB-month by storage class, what a budget orders the tables by (vacuum_jobs.budget): the defaults
+    # (lakeio.prices), each class given here at its price here
+    prices: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_USD_PER_GB_MONTH))
     max_minutes: float | None = None  # from the run's start: no delete starts after it, the rest deferred (vacuum_jobs.budget)
     full: bool = False  # plan every table, none carried forward, no state recorded (vacuum_jobs.carry_forward)
     history: bool | None = None  # VACUUM START / END commits in the tables deleted in; None: Delta's rule (vacuum_jobs.history)
@@ -59,6 +64,12 @@ class VacuumOptions:
         if isinstance(self.min_reclaimable_bytes, bool) or not isinstance(self.min_reclaimable_bytes, int) \
                 or self.min_reclaimable_bytes < 0:
             raise InvalidOption(f"min_reclaimable_bytes must be a whole number >= 0, not {self.min_reclaimable_bytes!r}")
+        if not isinstance(self.prices, Mapping):
+            raise InvalidOption(f"prices must be a mapping of storage class to USD per GB-month, not {self.prices!r}")
+        try:
+            self.prices = with_defaults(self.prices, "prices")
+        except PriceError as exc:
+            raise InvalidOption(str(exc)) from None
         if not 0 <= self.min_coverage <= 1:
             raise InvalidOption("min_coverage must be between 0 and 1")
         if self.delete.trash is not None and uris.scheme_of(uris.to_uri(self.delete.trash)) == "s3":

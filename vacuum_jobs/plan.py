@@ -9,7 +9,7 @@ tombstone), ``hidden``, ``too_recent``, ``dir`` or ``candidate``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -21,7 +21,6 @@ from lakeio.deltalog.ownership import with_owner
 from lakeio.deltalog.policy import Category, TablePolicy, category, hidden_patterns, policy_frame, released
 from lakeio.deltalog.replay import unresolvable
 from lakeio.inventory import is_current, is_noncurrent
-from lakeio.prices import DEFAULT_USD_PER_GB_MONTH
 from lakeio.spark.shapes import CANDIDATES, FILE_ACTIONS, INVENTORY_ROWS, first_paths, local_frame, of_tables
 from lakeio.spark.tasks import by_key, small_shuffles
 from lakeio.store import uris
@@ -68,7 +67,7 @@ class Plan:
 def plan_tables(
     spark: SparkSession, inventory: DataFrame, files: DataFrame, policies: list[TablePolicy],
     inventory_as_of_ms: int, other_roots: Iterable[str] = (), cache: bool = False, log_rows: int = 0,
-    references: DataFrame | None = None, pinned: DataFrame | None = None, priced: bool = False,
+    references: DataFrame | None = None, pinned: DataFrame | None = None, priced: Sequence[str] = (),
 ) -> Plan:
     """Classify the current inventory rows owned by ``policies``' tables in one Spark job.
 
@@ -85,16 +84,16 @@ def plan_tables(
     other tables need: such a file is ``referenced``, never a candidate. ``pinned``
     (shapes.PINNED_FILES, see deltalog.pinned) are files pinned versions read: such a file is
     ``pinned``, never a candidate, and the pins whose files the inventory no longer lists are
-    found in the classified rows (kept for that pass). With ``priced`` the candidates carry each row's
-    ``storage_class`` (a class the prices do not name as null), for a budget to price (vacuum_jobs.budget); a
-    run without one does not pay for it.
+    found in the classified rows (kept for that pass). With ``priced``, the storage classes a budget's prices
+    name, the candidates carry each row's ``storage_class`` (another class as null), for the budget to price
+    (vacuum_jobs.budget); a run without one does not pay for it.
     """
     INVENTORY_ROWS.check(inventory)
     FILE_ACTIONS.check(files)
     cache = cache or pinned is not None
     tables, patterns = policy_frame(spark, policies), hidden_patterns(policies)
     roots = sorted({p.table_root for p in policies} | set(other_roots))
-    classes = priced and "storage_class" in inventory.columns
+    classes = tuple(priced) if "storage_class" in inventory.columns else ()
     per_path = _per_path(inventory, files, F.broadcast(tables.select("table_id", "table_root", "cutoff_ms")),
                          roots, inventory_as_of_ms, log_rows, references, pinned, classes)
     classified = per_path.join(F.broadcast(tables), "table_id").select(
@@ -109,7 +108,7 @@ def plan_tables(
     refused = unresolvable(of_tables(files, unresolved)) if unresolved else {}
     if any(plan.counts.missing_files for plan in plans.values()):
         _missing_sample(classified, plans)
-    priced_as = ([_class_name(F.col("storage_class")).alias("storage_class")] if classes
+    priced_as = ([_class_name(F.col("storage_class"), classes).alias("storage_class")] if classes
                  else [F.lit(None).cast("string").alias("storage_class")] if priced else [])
     candidates = classified.where(F.col("category") == Category.CANDIDATE.value).select(*CANDIDATES.columns,
                                                                                        *priced_as)
@@ -118,7 +117,8 @@ def plan_tables(
 
 
 def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: list[str], as_of_ms: int,
-              log_rows: int, references: DataFrame | None, pinned: DataFrame | None, classes: bool) -> DataFrame:
+              log_rows: int, references: DataFrame | None, pinned: DataFrame | None, classes: Sequence[str]
+              ) -> DataFrame:
     """One row per (table, path) that the inventory lists under a planned table or its log names:
     the log's facts about it, and the inventory's newest row of it (``present`` when that row is
     a current object). Two inventory configurations listing one object give one row.
@@ -158,7 +158,7 @@ def _per_path(inventory: DataFrame, files: DataFrame, tables: DataFrame, roots: 
     noncurrent = is_noncurrent()
     # With ``classes``, the storage class goes with the row, what a budget prices (vacuum_jobs.budget): as its number
     # among the priced classes, a fixed-width buffer again (0: one the prices do not name).
-    number = [_class_number(F.col("storage_class")).alias("storage_class")] if classes else []
+    number = [_class_number(F.col("storage_class"), classes).alias("storage_class")] if classes else []
     listed = with_owner(inventory.where(F.col("path").isNotNull()).select(
         uris.canonical_col(F.col("path")).alias("path"), "length", "isDir", "modificationTime",
         *number, current.alias("current"), newest.alias("newest"),
@@ -271,13 +271,12 @@ def _missing_sample(classified: DataFrame, plans: dict[TableRoot, TablePlan]) ->
             plans[root].missing += paths
 
 
-def _class_number(storage_class: Column) -> Column:
-    """A storage class as its place among the classes the prices name (lakeio.prices), from 1; 0 for another."""
+def _class_number(storage_class: Column, classes: Sequence[str]) -> Column:
+    """A storage class as its place among the priced ``classes``, from 1; 0 for another."""
     named = F.upper(storage_class)
-    return F.coalesce(*[F.when(named == name, place) for place, name in enumerate(DEFAULT_USD_PER_GB_MONTH, start=1)],
-                      F.lit(0))
+    return F.coalesce(*[F.when(named == name, place) for place, name in enumerate(classes, start=1)], F.lit(0))
 
 
-def _class_name(number: Column) -> Column:
+def _class_name(number: Column, classes: Sequence[str]) -> Column:
     """The priced class a ``_class_number`` names (null for 0)."""
-    return F.element_at(F.array(*[F.lit(name) for name in DEFAULT_USD_PER_GB_MONTH]), F.when(number > 0, number))
+    return F.element_at(F.array(*[F.lit(name) for name in classes]), F.when(number > 0, number))

@@ -157,8 +157,9 @@ class Planning:
         cutoffs = {p.table_root: p.cutoff_ms for p in policies}
         # Cached where anything reads the plan again (the deletes, the audit, the budget's weighing), so that no
         # log file is needed from storage after this.
+        priced = tuple(self.options.prices) if self.options.budgeted else ()
         plan = plan_tables(self.spark, inventory.rows, replay.files, policies, inventory.as_of_ms, lake,
-                           cache=deleting or recorded or self.options.budgeted, priced=self.options.budgeted,
+                           cache=deleting or recorded or self.options.budgeted, priced=priced,
                            log_rows=replay.rows,
                            references=references.frame, pinned=pinned.files if pinned is not None else None)
         for root, reason in plan.refused.items():
