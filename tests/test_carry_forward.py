@@ -12,6 +12,7 @@ never carried: the plans of the others would need its log.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -118,14 +119,19 @@ def test_a_settled_table_is_carried_forward_until_it_changes_and_then_planned_as
     assert {n for n, s in states.items() if s is None} == {"clone"}  # it names another table's file
 
     with caplog.at_level(logging.INFO):
-        again = by_table(vacuum(spark, inventory, _targets(lake_dir, False), audit_table=audit,
-                                now_ms=day_ms + 2 * 3600_000))
+        second = vacuum(spark, inventory, _targets(lake_dir, False), audit_table=audit, now_ms=day_ms + 2 * 3600_000)
+    again = by_table(second)
     carried = {n for n, t in again.items() if t.reason_code is not None and t.reason_code.value == "unchanged"}
     assert carried == {"quiet", "origin", *CHANGED}, {n: t.reason for n, t in again.items()}
     assert {again[n].status.value for n in carried} == {"dry_run"}
     assert all(again[n].counts == first[n].counts and again[n].version == first[n].version for n in carried)
     assert again["clone"].status.value == "dry_run"
     assert "reading the logs of 1 table(s)" in caplog.text  # the carried ones were not read
+    # Each row holds the hash of the commit file its table stands at, a carried table's too (not read again).
+    hashes = {r["table_root"].rsplit("/", 1)[1]: r["log_sha256"] for r in read_audit(spark, audit).where(
+        (F.col("run_id") == second.run_id) & F.col("path").isNull()).collect()}
+    assert hashes == {name: hashlib.sha256((lake_dir / name / "_delta_log" / f"{t.version:020d}.json").read_bytes())
+                      .hexdigest() for name, t in again.items()}
 
     for name in CHANGED[:-1]:
         _change(lake_dir, name)

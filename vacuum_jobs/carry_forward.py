@@ -145,8 +145,9 @@ def _log_digest(files: list[tuple[str, int, int]]) -> tuple[str, int | None]:
 
 
 def newest_states(spark: SparkSession, audit_table: str, roots: Sequence[TableRoot], now_ms: int
-                  ) -> dict[TableRoot, PlanState]:
-    """Of ``roots``, those with a state this release reads in the audit (the newest of the last ``MEMORY_DAYS``). Any
+                  ) -> dict[TableRoot, tuple[PlanState, str | None]]:
+    """Of ``roots``, those with a state this release reads in the audit (the newest of the last ``MEMORY_DAYS``), each
+    with the ``log_sha256`` of its row: the hash of the commit file it planned from. Any
     state whose every proof holds now is one, whatever came after it: a table restored, refused or planned by a
     ``--full`` run since is carried only if its log and objects are again as that state found them."""
     try:
@@ -155,12 +156,13 @@ def newest_states(spark: SparkSession, audit_table: str, roots: Sequence[TableRo
             & F.col("table_root").isin(*roots) & F.col("plan_state").isNotNull())
     except TableNotFound:
         return {}
-    newest = rows.groupBy("table_root").agg(F.max_by("plan_state", F.struct("timestamp", "run_id")).alias("state"))
+    newest = rows.groupBy("table_root").agg(F.max_by(F.struct("plan_state", "log_sha256"),
+                                                     F.struct("timestamp", "run_id")).alias("state"))
     found = {}
     for row in newest.collect():
-        state = PlanState.from_json(row["state"]) if row["state"] else None
+        state = PlanState.from_json(row["state"]["plan_state"])
         if state is not None:
-            found[TableRoot(row["table_root"])] = state
+            found[TableRoot(row["table_root"])] = state, row["state"]["log_sha256"]
     return found
 
 
@@ -174,6 +176,7 @@ class CarryForward:
         self.objects: dict[TableRoot, str] = {}
         self.states: dict[TableRoot, str] = {}  # each table's state to record, as JSON
         self.carried: set[TableRoot] = set()  # the tables carried forward: not read, not planned
+        self.hashes: dict[TableRoot, str] = {}  # each carried table's log_sha256, as its state's row holds it
 
     def carry(self, targets: list[TableTarget], inventory: InventorySnapshot, roots: Sequence[TableRoot],
               run_tables: RunTables, pins: Sequence[Pin], now_ms: int,
@@ -190,7 +193,7 @@ class CarryForward:
         pinned = {pin.root for pin in pins}
         recorded = newest_states(self.spark, self.audit_table, [t.root for t in targets], now_ms)
         now = iso_utc(now_ms)
-        held = {t.root: state for t in targets if (state := recorded.get(t.root)) is not None
+        held = {t.root: state for t in targets if (state := recorded.get(t.root, (None, None))[0]) is not None
                 and (self.options.dry_run or bool(t.dry_run) or not writes_history(t))
                 and state.objects == self.objects[t.root] and t.root not in pinned
                 and (state.quiet_until is None or now < state.quiet_until)
@@ -211,6 +214,8 @@ class CarryForward:
                                f"unchanged since its last plan (version {state.version}): no candidate {until}; not read "
                             f"again, its counts are that plan's (--full plans it)")
             self.states[root] = state.to_json()
+            if (commit_hash := recorded[root][1]) is not None:
+                self.hashes[root] = commit_hash
         self.carried = set(carried)
         if carried:
             self.progress(f"{len(carried)} of {len(targets)} table(s) unchanged since their last plan: carried forward")

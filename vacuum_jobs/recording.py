@@ -44,7 +44,9 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     ``table_<status>``, ``error`` the reason) and one per planned file (what happened to it,
     when), each table's row with the hash of the commit file it planned from. Erasure evidence reads both."""
     roots = [uris.canonical(t.table) for t in run.tables]  # as the audit keys tables (a name not resolved stays one)
-    hashes = commit_file_hashes(spark, {root: t.version for root, t in zip(roots, run.tables) if t.version is not None})
+    hashes: dict[str, str] = {str(root): sha for root, sha in run.carried_hashes.items()}
+    hashes.update(commit_file_hashes(spark, {root: t.version for root, t in zip(roots, run.tables)
+                                             if t.version is not None and root not in hashes}))
     tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root),
                        plan_state=run.plan_states.get(TableRoot(root))) for root, t in zip(roots, run.tables)]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None

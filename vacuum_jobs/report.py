@@ -246,6 +246,9 @@ class RunReport:
     plan: VacuumPlan | None = field(default=None, repr=False, compare=False)
     # Each table's plan_state for the audit (vacuum_jobs.carry_forward), as JSON: what the next run may carry it on.
     plan_states: dict[TableRoot, str] = field(default_factory=dict, repr=False, compare=False)
+    # Each carried table's log_sha256 as the row of its state holds it: its log lists as it did, so the commit file is
+    # not read again.
+    carried_hashes: dict[TableRoot, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -274,7 +277,8 @@ class RunReport:
         return totals
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan", "plan_states")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("outcomes", "plan", "plan_states",
+                                                                                 "carried_hashes")}
         doc["tables"] = [asdict(t) for t in self.tables]
         doc["pins"] = [p.to_dict() for p in self.pins]
         doc["elapsed_seconds"] = round(self.elapsed_seconds, 3)
