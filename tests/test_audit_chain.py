@@ -10,7 +10,7 @@ The CLI case changes a real table with delta-rs' own ``update`` and ``delete``.
 from __future__ import annotations
 
 import hashlib
-from datetime import timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 
@@ -179,6 +179,35 @@ def test_a_chain_begun_by_an_earlier_release_verifies_across_the_versions(spark,
     future = rows.withColumn("chain_version", F.when(F.col("run_id") == "run-2", F.lit(newer))
                              .otherwise(F.col("chain_version")))
     assert f"carry chain version {newer}, which this release cannot verify" in audit_chain.verify(future).problems[0]
+
+
+def test_a_small_run_is_chained_on_the_driver_as_a_large_one_is_in_a_worker(spark, tmp_path):
+    """chain_run folds a run of at most DRIVER_ROWS rows on the driver: the same rows, order, links and hashes as a
+    Python worker's fold, in a session whose clock repeats an hour (New York's, the night its summer time ends),
+    with rows alike, nulls and every kind of column; and what it writes verifies."""
+    summer_ends = datetime(2026, 11, 1, 5, 30, tzinfo=timezone.utc)  # 01:30 in New York, and again an hour later
+    at = [int((summer_ends + timedelta(hours=h)).timestamp() * 1000) for h in (0, 1, 1)]
+    outcomes = spark.createDataFrame(
+        [("file:///lake/t", f"file:///lake/t/part-{i % 2}.parquet", 10 + i % 2, at_ms, "deleted", None, at_ms,
+          "v1" if i else None, None, None) for i, at_ms in enumerate(at)], OUTCOMES.schema)
+    tables = [RunTable("file:///lake/t", AuditAction.TABLE_VACUUMED, "said", 3, 168.5, "ab" * 32, plan_state='{"v": 1}'),
+              RunTable("file:///lake/u", AuditAction.TABLE_DRY_RUN, None, None, None, undo_window_hours=0.25)]
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        rows = run_rows(spark, "run-1", at[1], tables, outcomes, summer_ends.date(), "run-0")
+        here = audit_chain.chain_run(rows, None, at_most=len(at) + len(tables))
+        worker = audit_chain.chain_run(rows, None)
+        assert here.dtypes == worker.dtypes
+        assert sorted(here.collect(), key=_key) == sorted(worker.collect(), key=_key)
+        audit = str(tmp_path / "audit")
+        write_delta(here, audit, AUDIT_PARTITIONS, [{"run_date": rows_date(at[1]).isoformat()}], mode="append")
+        check = verify_chain(spark, audit)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert check.ok and check.rows_verified == 5, check.summary()
+    assert {r["timestamp"].astimezone(timezone.utc) for r in read_audit(spark, audit).where(F.col("path").isNotNull())
+            .collect()} == {summer_ends, summer_ends + timedelta(hours=1)}
 
 
 def test_runs_appending_at_once_fork_the_chain_and_verify_says_so(spark, tmp_path):

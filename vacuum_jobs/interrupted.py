@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from lakeio.audit import journal as audit_journal
 from lakeio.audit.contract import AuditAction, RunTable, Settled, check_audit_table, record_kept, run_rows
 from lakeio.audit.journal import journal_of, prove_writable
-from lakeio.spark.shapes import OUTCOMES
+from lakeio.spark.shapes import OUTCOMES, local_frame
 from lakeio.spark.steps import Steps
 from lakeio.store import put_if_absent, s3, uris
 from lakeio.store.filesystem import Storage
@@ -84,7 +84,7 @@ def note_intent(spark: SparkSession, audit_table: str, run_id: str, targets: Dat
     START); the run counts as running in this process until :func:`run_ended`."""
     with _RUNNING_LOCK:
         _RUNNING.add(run_id)
-    planned = spark.createDataFrame(sorted(versions.items()), "table_root string, table_version long")
+    planned = local_frame(spark, sorted(versions.items()), "table_root string, table_version long")
     version = F.col("version_id") if "version_id" in targets.columns else F.lit(None).cast("string")
     moved = (F.concat(F.lit(uris.join(uris.to_uri(trash), run_id) + "/"),
                       F.regexp_replace("path", r"^[a-z0-9+.\-]*:/*", "")) if trash else F.lit(None).cast("string"))

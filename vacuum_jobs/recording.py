@@ -50,4 +50,6 @@ def write_audit(spark: SparkSession, audit_table: str, run: RunReport, started_m
     tables = [RunTable(root, AuditAction.for_table(t.status), t.reason, t.version, t.retention_hours, hashes.get(root),
                        plan_state=run.plan_states.get(TableRoot(root))) for root, t in zip(roots, run.tables)]
     inventory_day = date.fromisoformat(run.inventory_date) if run.inventory_date else None
-    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit)
+    planned = sum(t.counts.candidate_files for t in run.tables)  # the outcomes: a row per planned file, at most
+    append_run(spark, audit_table, run.run_id, started_ms, tables, outcomes, inventory_day, before_commit=before_commit,
+               outcome_rows=planned)

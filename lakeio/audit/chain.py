@@ -28,8 +28,8 @@ were built from, and ``--verify --head H`` checks it is still there. Rows writte
 existed carry no hash and are counted, not verified. Two runs appending at once both chain to the
 same head (the first runs of a new table both to :data:`GENESIS`): a fork, reported, not a failure.
 
-A run is chained in one Spark task (its rows in a total order: by every column), and verified in blocks of
-its rows, side by side; nothing is collected to the driver but one summary row per run.
+A run is chained in one Spark task (its rows in a total order: by every column), a small one on the driver, and
+verified in blocks of its rows, side by side; verifying collects nothing to the driver but one summary row per run.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
+from lakeio.spark.shapes import local_frame
 from lakeio.times import iso_utc
 
 GENESIS = "0" * 64
@@ -62,6 +63,8 @@ DIGESTED = (*(name for name in HASHED_COLUMNS if name not in ("seq", "prev_hash"
 DIGESTED_BY_VERSION = {2: DIGESTED, 3: (*DIGESTED, "plan_state")}
 # Rows of version 2 on are verified in blocks of this many rows of a run, side by side (a run is one task otherwise).
 ROWS_PER_BLOCK = 1 << 16
+# A run of at most this many rows is chained on the driver (chain_run): a quiet night's table rows, a small vacuum's.
+DRIVER_ROWS = 20_000
 # The newest run is looked for among runs that started this long before the newest run_date.
 _HEAD_LOOKBACK = timedelta(days=7)
 
@@ -148,17 +151,22 @@ def fold(prev_hash: str, seq: int, row_digest: str) -> str:
 _DIGEST = "_digest"
 
 
-def chain_run(rows: DataFrame, head: Head | None, version: int = CHAIN_VERSION) -> DataFrame:
+def chain_run(rows: DataFrame, head: Head | None, version: int = CHAIN_VERSION, *, at_most: int | None = None
+              ) -> DataFrame:
     """``rows`` (one run's audit rows, without ``seq``/``prev_hash``/``row_hash``/``chain_version``) chained
     after ``head`` (``version``: an earlier one, where a test needs the rows an earlier release wrote): digested
     where they are, then in one task, in a total order (every column: identical rows are interchangeable),
-    numbered and folded. Returns the audit table's columns, in its order."""
+    numbered and folded. Returns the audit table's columns, in its order. ``at_most``: about how many rows the
+    caller expects; a run of at most :data:`DRIVER_ROWS` is folded on the driver, with the same hashes, where a
+    large one is folded in a Python worker, whose start costs seconds of a night that plans little."""
     previous = head.row_hash if head else GENESIS
     ordered = (rows.withColumn(_DIGEST, digest(rows, version)).repartition(1)
                .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in rows.columns])
                .withColumn("seq", F.monotonically_increasing_id())  # one partition: 0, 1, ...
                .withColumn("prev_hash", F.when(F.col("seq") == 0, F.lit(previous)).cast("string")))
     names = [*rows.columns, "seq", "prev_hash"]
+    if at_most is not None and at_most <= DRIVER_ROWS:
+        return _folded_here(ordered, names, previous, version)
     seq_at, digest_at = ordered.columns.index("seq"), ordered.columns.index(_DIGEST)
     kept_at = [ordered.columns.index(name) for name in names]
 
@@ -177,6 +185,22 @@ def chain_run(rows: DataFrame, head: Head | None, version: int = CHAIN_VERSION) 
     kinds = dict(ordered.dtypes)
     schema = ", ".join(f"{n} {kinds[n]}" for n in names) + ", row_hash string, chain_version int"
     return ordered.mapInArrow(chain, schema)
+
+
+def _folded_here(ordered: DataFrame, names: list[str], previous: str, version: int) -> DataFrame:
+    """``chain_run``'s fold on the driver: the rows collected once, in their order (timestamps as UTC microseconds,
+    dates as ISO days, so that no time zone moves them), folded, and given back as a frame the JVM builds."""
+    kinds = dict(ordered.dtypes)
+    collected = _normalized(ordered.select(*names, _DIGEST)).collect()
+    chained, last = [], previous
+    for row in sorted(collected, key=lambda r: r["seq"]):
+        last = fold(last, row["seq"], row[_DIGEST])
+        chained.append((*(row[name] for name in names), last, version))
+    ddl = ", ".join(f"{name} {_DDL.get(kinds[name], kinds[name])}" for name in names)
+    return local_frame(ordered.sparkSession, chained, f"{ddl}, row_hash string, chain_version int")
+
+
+_DDL = {"bigint": "long"}  # Spark's names of the audit's kinds, as local_frame's DDL spells them
 
 
 def chain_head(rows: DataFrame, newest_run_date: date | None = None) -> Head | None:

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from lakeio.audit import chain as audit_chain
 from lakeio.audit import journal as audit_journal
 from lakeio.deltalog.commits import commit_file
-from lakeio.spark.shapes import OUTCOMES
+from lakeio.spark.shapes import OUTCOMES, local_frame
 from lakeio.store import uris
 from lakeio.store.filesystem import Storage
 from lakeio.tables.read import TableNotFound, partition_values, read_delta
@@ -136,7 +136,8 @@ def check_audit_table(spark: SparkSession, audit_table: str) -> None:
 
 def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: int, tables: Sequence[RunTable],
                outcomes: DataFrame | None, inventory_date: date | None = None,
-               source_run_id: str | None = None, *, before_commit: BeforeCommit | None = None) -> None:
+               source_run_id: str | None = None, *, before_commit: BeforeCommit | None = None,
+               outcome_rows: int | None = None) -> None:
     """Append one run, in one chained append: a row per table (``path`` null) and a row per file of
     ``outcomes`` (shapes.OUTCOMES), carrying its table's version and retention. ``source_run_id``:
     the vacuum run a restore or purge acts on, unless a table (``RunTable.source_run_id``) or an
@@ -144,10 +145,12 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
     is still one run of the chain. The rows are chained after the table's head (lakeio.audit.chain):
     two runs appending at once fork the chain, which verifying reports. When the append fails, the
     rows are kept for the next run (lakeio.audit.journal) and :class:`AuditNotRecorded` says where.
-    ``before_commit``: see lakeio.tables.write.write_delta."""
+    ``before_commit``: see lakeio.tables.write.write_delta. ``outcome_rows``: about how many rows ``outcomes``
+    holds, where the caller knows (a small run is chained on the driver: lakeio.audit.chain.chain_run)."""
     rows = run_rows(spark, run_id, started_ms, tables, outcomes, inventory_date, source_run_id)
+    at_most = len(tables) + outcome_rows if outcome_rows is not None else len(tables) if outcomes is None else None
     try:
-        append_rows(spark, audit_table, rows, rows_date(started_ms), before_commit=before_commit)
+        append_rows(spark, audit_table, rows, rows_date(started_ms), before_commit=before_commit, at_most=at_most)
     except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
         raise audit_journal.keep(spark, audit_table, run_id, rows, first_line(exc)) from None
 
@@ -162,7 +165,8 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
              source_run_id: str | None = None) -> DataFrame:
     """One run's rows, not chained yet (see :func:`append_run`)."""
     started = datetime.fromtimestamp(started_ms / 1000, tz=timezone.utc)
-    rows = spark.createDataFrame(
+    rows = local_frame(
+        spark,
         [(run_id, t.table_root, t.version, None, None, None, t.action.value, t.reason, started, inventory_date,
           t.retention_hours, started.date(), None, None, None, t.source_run_id or source_run_id, t.log_sha256,
           t.undo_window_hours, t.plan_state)
@@ -173,9 +177,8 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
         sources = F.col("source_run_id") if "source_run_id" in outcomes.columns else F.lit(source_run_id)
         # Once per table, whatever the sources.
         per_table = {t.table_root: (t.version, t.retention_hours, t.undo_window_hours) for t in tables}
-        facts = spark.createDataFrame([(root, *fact) for root, fact in per_table.items()],
-                                      "table_root string, table_version long, retention_hours double, "
-                                      "undo_window_hours double")
+        facts = local_frame(spark, [(root, *fact) for root, fact in per_table.items()],
+                            "table_root string, table_version long, retention_hours double, undo_window_hours double")
         rows = rows.unionByName(outcomes.join(F.broadcast(facts), "table_root", "left").select(
             F.lit(run_id).alias("run_id"), "table_root", "table_version", "path", "length",
             "modificationTime", "action", "error", (F.col("at_ms") / 1000).cast("timestamp").alias("timestamp"),
@@ -188,11 +191,12 @@ def run_rows(spark: SparkSession, run_id: str, started_ms: int, tables: Sequence
 
 
 def append_rows(spark: SparkSession, audit_table: str, rows: DataFrame, run_date: date, *,
-                before_commit: BeforeCommit | None = None, read_version: int | None = None) -> None:
-    """Chain one run's rows (``_UNCHAINED``, all of ``run_date``) after the table's head and append them;
-    with ``read_version``, the head as of that version and the commit right after it, or
-    delta_write.CommitLost."""
-    chained = audit_chain.chain_run(rows, head(spark, audit_table, read_version))
+                before_commit: BeforeCommit | None = None, read_version: int | None = None,
+                at_most: int | None = None) -> None:
+    """Chain one run's rows (``_UNCHAINED``, all of ``run_date``; about ``at_most`` of them, where known) after the
+    table's head and append them; with ``read_version``, the head as of that version and the commit right after
+    it, or delta_write.CommitLost."""
+    chained = audit_chain.chain_run(rows, head(spark, audit_table, read_version), at_most=at_most)
     write_delta(chained, audit_table, AUDIT_PARTITIONS, [{"run_date": run_date.isoformat()}], mode="append",
                 before_commit=before_commit, read_version=read_version)
 

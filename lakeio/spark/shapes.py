@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -51,16 +52,23 @@ def _schema(ddl: str) -> StructType:
 
 
 def local_frame(spark: SparkSession, rows: Iterable[Sequence[object]], schema: str | StructType) -> DataFrame:
-    """A small table the driver holds (table roots, lookups) as a DataFrame that needs no Python worker.
+    """A small table the driver holds (table roots, lookups, a run's audit rows) as a DataFrame that needs no Python
+    worker.
 
     ``spark.createDataFrame`` of a Python list unpickles it in a Python worker, and starting one
     costs seconds of a cold run whose jobs otherwise run in the JVM alone. Here the rows travel as
     one JSON text in a one-row local relation the JVM builds, and are parsed where the frame is
     used; a value that does not fit its column (``schema``: a StructType, or DDL of string, int,
-    long and boolean columns) fails the job instead of turning null. No SQL text carries it:
+    long, double, boolean, timestamp and date columns) fails the job instead of turning null. A timestamp
+    travels as UTC microseconds (an ``int``, or an aware ``datetime``), a date as its ISO day (a ``date``, or
+    its text), so that no time zone of this process or of the session moves either. No SQL text carries it:
     Delta 4's SQL parser leaves a named parameter inside ``VALUES`` unbound."""
-    struct = _schema(schema) if isinstance(schema, str) else schema
-    text = json.dumps([dict(zip(struct.fieldNames(), row, strict=True)) for row in rows])
+    kinds = dict(column.split() for column in schema.split(",")) if isinstance(schema, str) else {}
+    struct = _schema(", ".join(f"{name} {_CARRIED.get(kind, kind)}" for name, kind in kinds.items())) \
+        if isinstance(schema, str) else schema
+    carried = [_CARRIERS.get(kinds.get(name, ""), _as_is) for name in struct.fieldNames()]
+    text = json.dumps([{name: carry(value) for name, carry, value in zip(struct.fieldNames(), carried, row, strict=True)}
+                       for row in rows])
     jvm, gateway = jvm_of(spark), spark.sparkContext._gateway
     assert gateway is not None, "a classic session has a gateway"
     values = gateway.new_array(jvm.java.lang.Object, 1)
@@ -68,8 +76,35 @@ def local_frame(spark: SparkSession, rows: Iterable[Sequence[object]], schema: s
     one_row = jvm.java.util.ArrayList()
     one_row.add(jvm.org.apache.spark.sql.RowFactory.create(values))
     given = jvm.org.apache.spark.sql.types.DataType.fromJson(StructType([StructField("rows", StringType())]).json())
-    return DataFrame(spark._jsparkSession.createDataFrame(one_row, given), spark).select(
+    parsed = DataFrame(spark._jsparkSession.createDataFrame(one_row, given), spark).select(
         F.inline(F.from_json("rows", ArrayType(struct), {"mode": "FAILFAST"})))
+    if not any(kind in _CARRIED for kind in kinds.values()):
+        return parsed
+    return parsed.select(*[F.timestamp_micros(name).alias(name) if kind == "timestamp"
+                           else F.to_date(name).alias(name) if kind == "date" else F.col(name)
+                           for name, kind in kinds.items()])
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_CARRIED = {"timestamp": "long", "date": "string"}  # how local_frame carries a kind JSON has no form for
+
+
+def _micros(value: object) -> object:
+    if isinstance(value, datetime):
+        assert value.tzinfo is not None, f"a timestamp for a frame must know its zone: {value!r}"
+        return (value - _EPOCH) // timedelta(microseconds=1)
+    return value
+
+
+def _day(value: object) -> object:
+    return value.isoformat() if isinstance(value, date) else value
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+_CARRIERS = {"timestamp": _micros, "date": _day}
 
 
 # Reconciled add/remove actions, one per (table, file, deletion vector): see deltalog.replay.
