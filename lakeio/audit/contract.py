@@ -148,7 +148,8 @@ def append_run(spark: SparkSession, audit_table: str, run_id: str, started_ms: i
     ``before_commit``: see lakeio.tables.write.write_delta. ``outcome_rows``: about how many rows ``outcomes``
     holds, where the caller knows (a small run is chained on the driver: lakeio.audit.chain.chain_run)."""
     rows = run_rows(spark, run_id, started_ms, tables, outcomes, inventory_date, source_run_id)
-    at_most = len(tables) + outcome_rows if outcome_rows is not None else len(tables) if outcomes is None else None
+    unknown = outcomes is not None and outcome_rows is None
+    at_most = None if unknown else len(tables) + (outcome_rows or 0)
     try:
         append_rows(spark, audit_table, rows, rows_date(started_ms), before_commit=before_commit, at_most=at_most)
     except Exception as exc:  # whatever the store says: the run's deletes must not go unrecorded
