@@ -23,11 +23,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakeio.audit.contract import read_audit, verify_chain
+from lakeio.deltalog.ownership import delta_roots, with_owner
+from lakeio.inventory import current_objects
+from lakeio.store.uris import canonical_col
 from tests.lakes import by_table, inventory_of, vacuum
 from vacuum_jobs import TableTarget
+from vacuum_jobs.carry_forward import InventoryFolders
 
 pytestmark = pytest.mark.slow
 
@@ -162,3 +168,39 @@ def test_a_settled_table_is_carried_forward_until_it_changes_and_then_planned_as
                    now_ms=int(next_day.timestamp() * 1000) + 2 * 3600_000)
     assert {t.reason_code.value for t in alone.tables if t.reason_code} == {"unchanged"} and alone.ok
     assert verify_chain(spark, audit).ok
+
+
+_SEGMENTS = st.sampled_from(["t", "t_backup", "n", "_delta_log", "p=1", "x.parquet", "00000.json", "_commits"])
+_PATHS = st.builds(lambda scheme, parts, marker: scheme + "b/" + "/".join(parts) + ("/" if marker else ""),
+                   st.sampled_from(["s3://", "s3a://"]), st.lists(_SEGMENTS, min_size=1, max_size=5), st.booleans())
+_ROWS = st.lists(st.tuples(_PATHS | st.none(), st.none() | st.integers(0, 2 ** 40), st.booleans(),
+                           st.none() | st.integers(0, 2 ** 41), st.none() | st.booleans(), st.none() | st.booleans(),
+                           st.none() | st.sampled_from(["v1", "v2"]), st.none() | st.sampled_from(["STANDARD", "GLACIER"])),
+                 max_size=40)
+_INVENTORY = ("path string, length long, isDir boolean, modificationTime long, is_latest boolean, "
+              "is_delete_marker boolean, version_id string, storage_class string")
+
+
+@settings(max_examples=int(os.environ.get("FOLDER_EXAMPLES", "25")), deadline=None)
+@given(rows=_ROWS)
+def test_the_folders_sums_find_the_tables_and_digest_each_as_its_own_rows_do(spark, rows):
+    """InventoryFolders' one scan gives the roots delta_roots finds and, per table, the digest its rows give one
+    by one (each row its owner): neighbours, nested tables, log folders, directory markers, both spellings, nulls
+    and versions alike. The states a run recorded before the folders were summed stay valid."""
+    frame = spark.createDataFrame(rows, _INVENTORY)
+    folders = InventoryFolders(frame)
+    try:
+        roots = folders.roots()
+        assert roots == delta_roots(current_objects(frame))
+        columns = [F.col(c) for c in ("path", "length", "isDir", "modificationTime", "is_latest", "is_delete_marker",
+                                      "version_id", "storage_class")]
+        owned = with_owner(frame.where(F.col("path").isNotNull()).withColumn("path", canonical_col(F.col("path"))),
+                           roots).where(F.col("table_root").isNotNull())
+        owned = owned.where(~F.col("path").startswith(F.concat("table_root", F.lit("/_delta_log/"))))
+        one_by_one = {r["table_root"]: f"{r['n']}:{r['bytes']}:{r['x64']}:{r['x32']}" for r in owned.groupBy(
+            "table_root").agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
+                              F.bit_xor(F.xxhash64(*columns)).alias("x64"), F.bit_xor(F.hash(*columns)).alias("x32"))
+            .collect()}
+        assert folders.digests(roots, roots) == {root: one_by_one.get(root, "0:0:0:0") for root in roots}
+    finally:
+        folders.release()

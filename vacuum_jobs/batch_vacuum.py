@@ -195,8 +195,21 @@ class BatchVacuum:
         run = self._start(tables, plan)
         names = self._resolve_names(run, tables)
         inventory = self._ready_audit_and_inventory(run, names)
+        # A run that carries tables forward sums the inventory's folders as it finds the tables (carry_forward).
+        carry = (CarryForward(self.spark, self.storage, self.options, self.progress, run.audit_table)
+                 if run.audit_table and not self.options.full else None)
         self.progress.begin(Step.FINDING_TABLES, "finding the Delta tables the inventory shows")
-        all_roots = delta_roots(current_objects(inventory.rows))
+        all_roots = carry.find_roots(inventory) if carry else delta_roots(current_objects(inventory.rows))
+        try:
+            return self._run_tables(run, tables, names, inventory, all_roots, carry, plan)
+        finally:
+            if carry is not None:
+                carry.release()
+
+    def _run_tables(self, run: VacuumRun, tables: Tables, names: ResolvedNames, inventory: InventorySnapshot,
+                    all_roots: list[TableRoot], carry: CarryForward | None, plan: VacuumPlan | None) -> RunReport:
+        """The run past finding the tables: each carried forward, or read and planned; the plan acted on; the run
+        recorded."""
         targets = tables.targets(all_roots) if isinstance(tables, Discover) else names.given or []
         if not targets:  # a typo in a daily schedule would otherwise vacuum nothing, forever, with exit 0
             run.report.tables = names.not_run
@@ -207,9 +220,7 @@ class BatchVacuum:
         planning = Planning(self.spark, self.storage, self.options, self.progress,
                             functools.partial(self._decide_history, run, run_tables))
         runnable = self.readiness.runnable(targets, run_tables, plan)
-        carry = (CarryForward(self.spark, self.storage, self.options, self.progress, run.audit_table)
-                 if run.audit_table and not self.options.full else None)
-        to_plan = (carry.carry(runnable, inventory, all_roots, run_tables, pins, run.now_ms,
+        to_plan = (carry.carry(runnable, all_roots, run_tables, pins, run.now_ms,
                                lambda t: self._history_setting(t.root, t.history).on) if carry else runnable)
         read = planning.read_and_plan(inventory, to_plan, run_tables, all_roots, run.now_ms,
                                       recorded=run.audit_table is not None, pins=pins,

@@ -9,7 +9,8 @@ file outside the table's root, and the run writes no history into it. Its audit 
   commit, a checkpoint written or rewritten, a log cleanup, a restore: each changes it), listed once more after the
   plan and only kept when it still shows the version planned;
 - the objects the table owns outside its log in the inventory (deltalog.ownership, so a nested table found or
-  gone counts): how many, their bytes, and an order-free digest of each row's path, size, time and version flags;
+  gone counts): how many, their bytes, and an order-free digest of each row's path, size, time and version flags,
+  summed per folder in the scan that finds the tables (:class:`InventoryFolders`);
 - when the clock alone next brings it a candidate (``quiet_until``), and the retention and check the run asked.
 
 The next run (not ``full``, which neither carries nor records) carries a table forward when the audit holds a state
@@ -38,8 +39,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakeio.audit.contract import TableStatus, read_audit, rows_date
-from lakeio.deltalog.ownership import with_owner
-from lakeio.inventory import InventorySnapshot
+from lakeio.deltalog.ownership import log_root, with_owner
+from lakeio.inventory import InventorySnapshot, is_current
 from lakeio.pins import Pin
 from lakeio.spark.shapes import local_frame
 from lakeio.spark.steps import Step, Steps
@@ -68,7 +69,7 @@ class PlanState:
 
     version: int  # the log version planned
     log: str  # SHA-256 of the ``_delta_log/`` listing: each file's name, size and modification time
-    objects: str  # the owned objects outside the log: count, bytes and their digests (:func:`objects_digests`)
+    objects: str  # the owned objects outside the log: count, bytes and their digests (:meth:`InventoryFolders.digests`)
     quiet_until: str | None  # ISO-8601 UTC; None: the clock alone never brings a candidate
     retention_asked: float | None  # the run's (or the tables file's) retention for the table; None: its own
     retention_checked: bool  # the run's enforce_retention_duration
@@ -91,21 +92,45 @@ class PlanState:
         return state if state.format == STATE_FORMAT else None
 
 
-def objects_digests(rows: DataFrame, roots: Sequence[TableRoot], among: Iterable[TableRoot]) -> dict[TableRoot, str]:
-    """For each of ``among``, the inventory ``rows`` it owns (among every Delta root ``roots``) outside its
-    ``_delta_log/``: ``count:bytes:xor64:xor32`` of their digests, in one Spark job. A table owning none has
-    ``0:0:0:0``."""
-    wanted = set(among)
-    columns = [F.col(name) for name in _DIGESTED if name in rows.columns]
-    owners = local_frame(rows.sparkSession, [(root,) for root in sorted(wanted)], "table_root string")
-    owned = with_owner(rows.where(F.col("path").isNotNull()).withColumn("path", uris.canonical_col(F.col("path"))),
-                       roots).join(F.broadcast(owners), "table_root")
-    owned = owned.where(~F.col("path").startswith(F.concat("table_root", F.lit("/_delta_log/"))))
-    found = {TableRoot(r["table_root"]): f"{r['n']}:{r['bytes']}:{r['x64']}:{r['x32']}" for r in owned.groupBy(
-        "table_root").agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
-                          F.bit_xor(F.xxhash64(*columns)).alias("x64"), F.bit_xor(F.hash(*columns)).alias("x32"))
-        .collect()}
-    return {root: found.get(root, "0:0:0:0") for root in wanted}
+class InventoryFolders:
+    """The inventory's rows summed per folder, in the one scan a carrying run makes of them for two answers: the
+    Delta tables the inventory shows (:meth:`roots`, as ownership.delta_roots finds them) and each table's objects
+    digest (:meth:`digests`). All rows of a folder have one owner, the longest root above it, and the digest's
+    parts (counts, sums, xors) add up by folder, so only the folders meet the roots. Cached until :meth:`release`."""
+
+    def __init__(self, rows: DataFrame):
+        columns = [F.col(name) for name in _DIGESTED if name in rows.columns]
+        canonical = rows.where(F.col("path").isNotNull()).withColumn("path", uris.canonical_col(F.col("path")))
+        folder = F.expr("substring(path, 1, length(path) - length(substring_index(path, '/', -1)) - 1)")
+        self.frame = canonical.groupBy(folder.alias("folder")).agg(
+            F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("length"), F.lit(0)).alias("bytes"),
+            F.bit_xor(F.xxhash64(*columns)).alias("x64"), F.bit_xor(F.hash(*columns)).alias("x32"),
+            F.max(is_current()).alias("current")).persist()
+
+    def roots(self) -> list[TableRoot]:
+        """Canonical roots of every Delta table the inventory shows: a folder in a ``_delta_log/`` holding a current
+        object (a path's first ``/_delta_log/`` lies within its folder and the slash after it)."""
+        root = log_root(F.concat("folder", F.lit("/")))
+        found = self.frame.where(F.col("current")).select(root.alias("root")).where(F.col("root") != "").distinct()
+        return sorted(TableRoot(r["root"]) for r in found.collect())
+
+    def digests(self, roots: Sequence[TableRoot], among: Iterable[TableRoot]) -> dict[TableRoot, str]:
+        """For each of ``among``, the rows it owns (among every Delta root ``roots``) outside its ``_delta_log/``:
+        ``count:bytes:xor64:xor32`` of their digests. A folder's owner is its rows' (each row ``folder/name``
+        has the folder's slashes and one more), so the folders take owners as ``folder/``. A table owning none
+        has ``0:0:0:0``."""
+        wanted = set(among)
+        owners = local_frame(self.frame.sparkSession, [(root,) for root in sorted(wanted)], "table_root string")
+        owned = with_owner(self.frame.withColumn("path", F.concat("folder", F.lit("/"))), roots).join(
+            F.broadcast(owners), "table_root")
+        owned = owned.where(~F.col("path").startswith(F.concat("table_root", F.lit("/_delta_log/"))))
+        found = {TableRoot(r["table_root"]): f"{r['n']}:{r['bytes']}:{r['x64']}:{r['x32']}" for r in owned.groupBy(
+            "table_root").agg(F.sum("n").alias("n"), F.sum("bytes").alias("bytes"), F.bit_xor("x64").alias("x64"),
+                              F.bit_xor("x32").alias("x32")).collect()}
+        return {root: found.get(root, "0:0:0:0") for root in wanted}
+
+    def release(self) -> None:
+        self.frame.unpersist()
 
 
 def log_digests(spark: SparkSession, storage: Storage, roots: Sequence[TableRoot]) -> dict[TableRoot, tuple[str, int | None]]:
@@ -177,8 +202,20 @@ class CarryForward:
         self.states: dict[TableRoot, str] = {}  # each table's state to record, as JSON
         self.carried: set[TableRoot] = set()  # the tables carried forward: not read, not planned
         self.hashes: dict[TableRoot, str] = {}  # each carried table's log_sha256, as its state's row holds it
+        self.folders: InventoryFolders | None = None
 
-    def carry(self, targets: list[TableTarget], inventory: InventorySnapshot, roots: Sequence[TableRoot],
+    def find_roots(self, inventory: InventorySnapshot) -> list[TableRoot]:
+        """Every Delta table root the inventory shows, from the scan that sums its folders for :meth:`carry`."""
+        self.folders = InventoryFolders(inventory.rows)
+        return self.folders.roots()
+
+    def release(self) -> None:
+        """What :meth:`find_roots` cached."""
+        if self.folders is not None:
+            self.folders.release()
+            self.folders = None
+
+    def carry(self, targets: list[TableTarget], roots: Sequence[TableRoot],
               run_tables: RunTables, pins: Sequence[Pin], now_ms: int,
               writes_history: Callable[[TableTarget], bool]) -> list[TableTarget]:
         """``targets`` less the tables carried forward, each of those ended (``unchanged``) with the counts of the
@@ -189,7 +226,9 @@ class CarryForward:
             return targets
         self.progress.begin(Step.CARRYING, f"digesting the objects of {len(targets)} table(s), to carry those "
                             "unchanged forward")
-        self.objects = objects_digests(inventory.rows, roots, [t.root for t in targets])
+        assert self.folders is not None, "find_roots first"
+        self.objects = self.folders.digests(roots, [t.root for t in targets])
+        self.release()  # the plan reads the rows themselves
         pinned = {pin.root for pin in pins}
         recorded = newest_states(self.spark, self.audit_table, [t.root for t in targets], now_ms)
         now = iso_utc(now_ms)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakeio.spark.shapes import local_frame
@@ -41,11 +41,17 @@ def with_owner(rows: DataFrame, roots: Iterable[str]) -> DataFrame:
     return rows.withColumn("table_root", owner).drop(*found)
 
 
+def log_root(path: Column) -> Column:
+    """The root of the table whose log holds the canonical ``path``: what precedes its first ``/_delta_log/``
+    ('' where it has none)."""
+    return F.regexp_extract(path, r"^(.*?)/_delta_log/", 1)
+
+
 def delta_roots(inventory: DataFrame) -> list[uris.TableRoot]:
     """Canonical roots of every Delta table the inventory shows (folders holding ``_delta_log/``)."""
     roots = (
         inventory.where(F.col("path").contains("/_delta_log/"))
-        .select(F.regexp_extract(uris.canonical_col(F.col("path")), r"^(.*?)/_delta_log/", 1).alias("root"))
+        .select(log_root(uris.canonical_col(F.col("path"))).alias("root"))
         .where(F.col("root") != "")
         .distinct()
         .collect()
