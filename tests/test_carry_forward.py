@@ -181,7 +181,7 @@ _INVENTORY = ("path string, length long, isDir boolean, modificationTime long, i
               "is_delete_marker boolean, version_id string, storage_class string")
 
 
-@settings(max_examples=int(os.environ.get("FOLDER_EXAMPLES", "25")), deadline=None)
+@settings(max_examples=int(os.environ.get("FOLDER_EXAMPLES", "10")), deadline=None)
 @given(rows=_ROWS)
 def test_the_folders_sums_find_the_tables_and_digest_each_as_its_own_rows_do(spark, rows):
     """InventoryFolders' one scan gives the roots delta_roots finds and, per table, the digest its rows give one
