@@ -29,6 +29,7 @@ from lake_reports.erasure_evidence import CommitQuestion, ErasureEvidence, Erasu
 from lakeio.audit.contract import LATER_COLUMNS, AuditAction, RunTable, TableStatus, append_run, read_audit, verify_chain
 from lakeio.inventory import inventory_snapshot
 from lakeio.spark.shapes import OUTCOMES
+from lakeio.spark.steps import Step
 from lakeio.store.uris import TableRoot
 from lakeio.tables.write import write_delta
 from tests.lakes import inventory_of, vacuum
@@ -475,8 +476,11 @@ def test_trash_round_trip_on_local_files(spark, tmp_path):
     assert {str(p.relative_to(trash)) for p in trash.rglob("*") if p.is_file()} == {
         f"{run.run_id}{again}"}  # only the one left alone; emptied folders pruned
 
+    idle = purge(spark, audit, 1, dry_run=False)  # nothing hidden a day yet: no table's log is read for it
+    assert idle.ok and not idle.tables and Step.READING_LOGS not in idle.step_seconds, idle.step_seconds
     purged = purge(spark, audit, 1, dry_run=False, now_ms=_now_ms() + 2 * DAY_MS)
     assert purged.tables == {f"file://{events}": {"purged": 1}} and purged.ok
+    assert Step.READING_LOGS in purged.step_seconds
     assert not list(trash.iterdir())  # the run's folder went with its last file
     answers = {a.path: (a.status, a.detail) for a in ErasureEvidence(spark, ErasureOptions(
         audit, inventory, tables=[str(orders), str(events)])).execute(paths=list(deleted)).answers}

@@ -146,20 +146,24 @@ def needed_by_the_lake(spark: SparkSession, progress: Steps, audit: DataFrame, s
     """The ``selected`` deletes (audit rows with their ``source_run_id``) some table of the lake needs
     again, with the rule that keeps each (:func:`needed_again`). The lake: every table the audit names,
     and with ``inventory_table`` every Delta table the inventory shows; ``pins``' versions too. A table
-    whose log cannot be read keeps its own files this run (said in ``warnings``)."""
-    roots = {uris.table_root(r["table_root"]) for r in
-             audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
-    if inventory_table:
-        snapshot = inventory_snapshot(spark, catalog.resolve(spark, inventory_table))
-        roots.update(delta_roots(current_objects(snapshot.rows)))
-    if not roots and not pins:
-        return local_frame(spark, [], "path string, source_run_id string, rule string, needed_by string, detail string")
+    whose log cannot be read keeps its own files this run (said in ``warnings``). Nothing ``selected``,
+    no log is read: no need could keep anything (an unreadable inventory and broken pins are still said)."""
+    none = local_frame(spark, [], "path string, source_run_id string, rule string, needed_by string, detail string")
+    snapshot = inventory_snapshot(spark, catalog.resolve(spark, inventory_table)) if inventory_table else None
     storage = Storage(spark)
     pinned = None
     if pins:
         progress.begin(Step.READING_PINS, f"reading {len(pins)} pinned version(s)")
         pinned = read_pinned(spark, storage, pins, now_ms)
         warnings += [s.line() for s in pinned.versions.statuses.values() if s.state is PinState.BROKEN]
+    if not selected.take(1):
+        return none
+    roots = {uris.table_root(r["table_root"]) for r in
+             audit.where(F.col("path").isNull()).select("table_root").distinct().collect()}
+    if snapshot is not None:
+        roots.update(delta_roots(current_objects(snapshot.rows)))
+    if not roots and pinned is None:
+        return none
     progress.begin(Step.READING_LOGS, f"reading the logs of {len(roots)} table(s) for the files they need again")
     replay = read_logs(spark, storage, sorted(roots), check_paths=False)
     for root in sorted(replay.failures):
