@@ -32,11 +32,13 @@ JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Spark also compiles each new query's plan to Java bytecode (whole-stage and expression code generation):
 # worth it over millions of rows, but the tests' queries read a few rows once each, and compiling was a
 # seventh of the in-process tests' CPU (tests/test_erasure_document.py and test_audit_first.py: 316 to 270 CPU
-# seconds). So the session of a jars-free run evaluates plans interpreted, unless LAKE_TEST_CODEGEN=on.
-# Every process a test starts (the user's path) and every session with Delta's jars keeps Spark's default:
-# the interpreted mode is not the engine users run, and Spark 3.5 fails in it where compiled code does not
-# (decoding the rows of Catalog.listTables on a Hive metastore: "argument type mismatch").
-INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" or JARS is not None else
+# seconds), and a seventh of the wall time of the jars runs' in-process tests too (tests/test_pins_referee.py
+# and test_delta_read.py with Delta 4.4: 128 to 109 s). So the session of every run evaluates plans
+# interpreted, unless LAKE_TEST_CODEGEN=on. Every process a test starts (the user's path: the README's
+# commands, the held and killed jobs, the clusters) keeps Spark's default: the interpreted mode is not the
+# engine users run, and Spark 3.5 fails in it where compiled code does not (decoding the rows of
+# Catalog.listTables on a Hive metastore: "argument type mismatch").
+INTERPRETED = ("" if os.environ.get("LAKE_TEST_CODEGEN") == "on" else
                " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN")
 SESSION_JVM = os.environ.get("SPARK_SUBMIT_OPTS", JVM + INTERPRETED)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM)
