@@ -524,9 +524,10 @@ def test_a_run_whose_time_runs_out_on_s3_answers_the_request_it_sent_and_defers_
     planning = time.monotonic()
     whole = vacuum(spark, inventory, [orders], now_ms=now_ms() + 5000, **forced).tables[0].counts.candidate_files
     assert whole > 2
-    # The run's time, which the test waits out: four times what planning the table took just now (the run
-    # readies its audit too), so that its first delete comes well within it; a quarter of a minute at least.
-    minutes = round(min(1.0, max(0.25, 4 * (time.monotonic() - planning) / 60)), 2)
+    # The run's time, which the test waits out: four times what planning the table took just now, and half
+    # a minute at least (the run also creates its audit table and probes the store before its first delete),
+    # so that its first delete comes well within it.
+    minutes = round(min(1.0, max(0.5, 4 * (time.monotonic() - planning) / 60)), 2)
     proxy = FaultyS3(s3_endpoint)
     proxy.hold, proxy.hold_bucket, done = threading.Event(), lake, {}
     live, began = _live_keys(s3, lake), epoch_ms()
